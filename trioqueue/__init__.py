@@ -1,0 +1,81 @@
+"""trioqueue: a job queue for Trio.
+
+Producers put jobs on a `Queue`; `open_worker_pool` runs a handler on each;
+failures are retried with capped, fully jittered exponential backoff; exhausted
+jobs become dead letters; shutdown drains, or times out and puts every
+unfinished job back. The backend is embedded (`MemoryBackend`) or, later, Redis.
+"""
+
+from __future__ import annotations
+
+from ._backend import AddMode as AddMode
+from ._backend import Backend as Backend
+from ._backend import Claim as Claim
+from ._backend import NewJob as NewJob
+from ._backend import Receipt as Receipt
+from ._backend import SweepReport as SweepReport
+from ._backends._memory import MemoryBackend as MemoryBackend
+from ._exceptions import ConfigurationError as ConfigurationError
+from ._exceptions import Drop as Drop
+from ._exceptions import IdempotencyConflict as IdempotencyConflict
+from ._exceptions import InvalidTransition as InvalidTransition
+from ._exceptions import JobNotFound as JobNotFound
+from ._exceptions import PoolClosed as PoolClosed
+from ._exceptions import QueueFull as QueueFull
+from ._exceptions import Retry as Retry
+from ._exceptions import TrioqueueError as TrioqueueError
+from ._metrics import Gauges as Gauges
+from ._metrics import HistogramSnapshot as HistogramSnapshot
+from ._metrics import Metrics as Metrics
+from ._metrics import MetricsSnapshot as MetricsSnapshot
+from ._pool import Handler as Handler
+from ._pool import ShutdownReport as ShutdownReport
+from ._pool import WorkerPool as WorkerPool
+from ._pool import open_worker_pool as open_worker_pool
+from ._queue import Queue as Queue
+from ._records import ErrorInfo as ErrorInfo
+from ._records import Job as Job
+from ._records import JobRecord as JobRecord
+from ._records import JobState as JobState
+from ._records import Retention as Retention
+from ._retry import RetryPolicy as RetryPolicy
+from ._util import fixup_module_metadata
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "AddMode",
+    "Backend",
+    "Claim",
+    "ConfigurationError",
+    "Drop",
+    "ErrorInfo",
+    "Gauges",
+    "Handler",
+    "HistogramSnapshot",
+    "IdempotencyConflict",
+    "InvalidTransition",
+    "Job",
+    "JobNotFound",
+    "JobRecord",
+    "JobState",
+    "MemoryBackend",
+    "Metrics",
+    "MetricsSnapshot",
+    "NewJob",
+    "PoolClosed",
+    "Queue",
+    "QueueFull",
+    "Receipt",
+    "Retention",
+    "Retry",
+    "RetryPolicy",
+    "ShutdownReport",
+    "SweepReport",
+    "TrioqueueError",
+    "WorkerPool",
+    "open_worker_pool",
+]
+
+fixup_module_metadata(__name__, globals())
+del fixup_module_metadata

@@ -1,0 +1,179 @@
+"""The backend protocol: everything the pool and the producer ask of storage.
+
+The pool and `Queue` know only `Backend`. A backend keeps the jobs (ready queue,
+records, claims, dead letters) and moves them between states; the pool decides
+*which* move to make (ack, retry, dead-letter, drop) and when.
+
+Every method is atomic with respect to cancellation: if it raises `trio.Cancelled`
+it changed nothing, and if it returns, the whole change happened.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._metrics import Metrics
+    from ._records import ErrorInfo, Job, JobRecord
+
+__all__ = ["AddMode", "Backend", "Claim", "NewJob", "Receipt", "SweepReport"]
+
+
+class AddMode(enum.Enum):
+    """What `Backend.add` does when the ready queue is full."""
+
+    #: Wait for room.
+    WAIT = "wait"
+    #: Raise `QueueFull` and accept nothing.
+    NOWAIT = "nowait"
+    #: Store the job with ``queued = False``; it is scheduled when room frees.
+    SUBMIT = "submit"
+
+
+@attrs.frozen
+class NewJob:
+    """A job on its way in, already encoded and hashed by the producer."""
+
+    id: str
+    """The caller's id, or a fresh one."""
+    encoded: bytes
+    """The canonical JSON of the payload."""
+    payload_hash: str
+    """Hex SHA-256 of *encoded*."""
+
+
+@attrs.frozen
+class Receipt:
+    """What an enqueue returns."""
+
+    id: str
+    """The job's id (a fresh one when none was given)."""
+    deduplicated: bool
+    """True when the job already existed with the same payload and nothing was added."""
+    queued: bool
+    """Whether the job is on the ready queue; False when `Queue.submit` stored it
+    while the queue was full (it is scheduled when room frees)."""
+
+
+@attrs.frozen
+class Claim:
+    """One job claimed by one pool; the token fences out stale owners."""
+
+    job: Job
+    """What the handler receives."""
+    token: str
+    """Identifies this claim; outcomes with an outdated token are ignored."""
+    ready_at: float
+    """When the job last became ready, on the backend's clock."""
+
+
+@attrs.frozen
+class SweepReport:
+    """What one `Backend.sweep` did."""
+
+    scheduled: int = 0
+    """Jobs stored with ``queued = False`` that were put on the ready queue."""
+    recovered: int = 0
+    """Claims whose lease ran out that were put back."""
+    evicted: int = 0
+    """Finished records forgotten because of their age."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Storage for jobs, shared by producers (`Queue`) and worker pools.
+
+    Implemented by `MemoryBackend`; third-party backends implement it too and
+    can check themselves with the contract tests.
+    """
+
+    @property
+    def capacity(self) -> int:
+        """Most jobs the ready queue holds."""
+        ...
+
+    @property
+    def metrics(self) -> Metrics:
+        """The backend's counters, gauges and histograms."""
+        ...
+
+    def now(self) -> float:
+        """The backend's clock, in seconds, as used for record timestamps."""
+        ...
+
+    async def add(self, job: NewJob, mode: AddMode) -> Receipt:
+        """Accept *job*, or return the existing job with the same id and payload.
+
+        Raises:
+            IdempotencyConflict: The id exists with another payload.
+            QueueFull: The queue is full and *mode* is `AddMode.NOWAIT`.
+        """
+        ...
+
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
+        """Claim up to *max_jobs* ready jobs, waiting up to *block* seconds for the first.
+
+        Each claim holds for *lease* seconds unless renewed. May return fewer
+        jobs, or none, early: in particular when the backend becomes idle.
+        """
+        ...
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
+        """Extend the leases of *claims* still held to *lease* seconds from now."""
+        ...
+
+    async def ack(self, claim: Claim) -> bool:
+        """Complete the job. False (and nothing changed) if the claim is stale."""
+        ...
+
+    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
+        """End an attempt that will be retried; the claim keeps the job until `requeue`.
+
+        *error* is None when the handler asked for the retry by raising `Retry`.
+        """
+        ...
+
+    async def requeue(self, claim: Claim) -> bool:
+        """Put a job waiting to retry back on the ready queue (or stored unqueued if full)."""
+        ...
+
+    async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
+        """End the last attempt and move the job to the dead letters."""
+        ...
+
+    async def drop(self, claim: Claim, reason: str) -> bool:
+        """End the attempt and drop the job."""
+        ...
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        """Put unfinished claims back at once, without counting an attempt; return how many."""
+        ...
+
+    async def sweep(self) -> SweepReport:
+        """Schedule stored jobs when there is room, recover expired claims, evict old records."""
+        ...
+
+    async def pending(self) -> int:
+        """Jobs accepted and not finished: waiting, claimed, or waiting to retry."""
+        ...
+
+    async def status(self, job_id: str) -> JobRecord | None:
+        """The record of *job_id*, or None if unknown or evicted."""
+        ...
+
+    async def dead_letters(self) -> list[JobRecord]:
+        """The dead letters, oldest first."""
+        ...
+
+    async def requeue_dead(self, job_id: str) -> JobRecord:
+        """Put a dead letter back on the queue with fresh attempts.
+
+        Raises:
+            JobNotFound: *job_id* is not a dead letter.
+        """
+        ...

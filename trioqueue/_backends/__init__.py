@@ -1,0 +1,1 @@
+"""Concrete backends; each implements `trioqueue.abc.Backend`."""

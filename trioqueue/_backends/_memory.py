@@ -1,0 +1,423 @@
+"""The embedded backend: everything in this process, on Trio primitives."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+from typing import TYPE_CHECKING, Final, final
+
+import attrs
+import trio
+
+from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
+from .._exceptions import ConfigurationError, IdempotencyConflict, JobNotFound, QueueFull
+from .._metrics import Gauges, Metrics
+from .._records import ErrorInfo, Job, JobRecord, JobState, Retention, check_transition
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["MemoryBackend"]
+
+_DEFAULT_RETENTION: Final = Retention()
+
+
+@attrs.define(eq=False, slots=True)
+class _Entry:
+    """The mutable record of one job; `MemoryBackend` hands out frozen copies."""
+
+    id: str
+    encoded: bytes
+    payload_hash: str
+    created_at: float
+    updated_at: float
+    ready_at: float
+    state: JobState = JobState.RECEIVED
+    attempts: int = 0
+    queued: bool = False
+    last_error: ErrorInfo | None = None
+    reason: str | None = None
+    token: str | None = None  # the live claim, if any
+    lease_until: float = 0.0
+
+    def move(self, target: JobState, now: float) -> None:
+        check_transition(self.id, self.state, target)
+        self.state = target
+        self.updated_at = now
+
+    def record(self) -> JobRecord:
+        return JobRecord(
+            id=self.id,
+            payload=json.loads(self.encoded),
+            payload_hash=self.payload_hash,
+            state=self.state,
+            attempts=self.attempts,
+            queued=self.queued,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            last_error=self.last_error,
+            reason=self.reason,
+        )
+
+
+@final
+class MemoryBackend:
+    """Jobs held in this process: zero set-up, gone when the process ends.
+
+    The default backend. Records, the ready queue, claims and dead letters are
+    plain Python structures; waits use Trio parking lots and times use Trio's
+    clock, so tests on a mock clock are exact. Share one instance between the
+    `Queue` producers and the worker pools of one process.
+
+    Args:
+        capacity: Most jobs on the ready queue. `Queue.enqueue` waits beyond it.
+        retention: How long finished records are kept: a `Retention`, or an int
+            as a shorthand for ``Retention(max_count=n)``. By default the latest
+            10,000 finished records are kept.
+
+    Raises:
+        ConfigurationError: *capacity* is below 1.
+    """
+
+    def __init__(
+        self, capacity: int = 1000, *, retention: Retention | int = _DEFAULT_RETENTION
+    ) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ConfigurationError(
+                f"MemoryBackend(capacity={capacity!r}): capacity is the most jobs waiting on "
+                "the ready queue; use a whole number >= 1"
+            )
+        self._capacity = capacity
+        if not isinstance(retention, Retention):
+            retention = Retention(max_count=retention)
+        self._retention = retention
+        self._records: dict[str, _Entry] = {}
+        self._ready: collections.deque[_Entry] = collections.deque()
+        self._unqueued: collections.deque[_Entry] = collections.deque()
+        self._claims: dict[str, _Entry] = {}
+        self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._dead: dict[str, None] = {}
+        self._tokens = itertools.count(1)
+        self._room = trio.lowlevel.ParkingLot()
+        self._work = trio.lowlevel.ParkingLot()
+        self._metrics = Metrics(self._gauges)
+
+    def __repr__(self) -> str:
+        g = self._gauges()
+        return (
+            f"<MemoryBackend capacity={self._capacity} ready={g.queue_depth} "
+            f"backlog={g.backlog} inflight={g.inflight} retry_waiting={g.retry_waiting} "
+            f"dead={g.dead}>"
+        )
+
+    @property
+    def capacity(self) -> int:
+        """Most jobs the ready queue holds."""
+        return self._capacity
+
+    @property
+    def retention(self) -> Retention:
+        """How long finished records are kept."""
+        return self._retention
+
+    @property
+    def metrics(self) -> Metrics:
+        """The backend's counters, gauges and histograms."""
+        return self._metrics
+
+    def now(self) -> float:
+        """Trio's clock."""
+        return trio.current_time()
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _gauges(self) -> Gauges:
+        retrying = sum(1 for e in self._claims.values() if e.state is JobState.FAILED_RETRY)
+        return Gauges(
+            queue_depth=len(self._ready),
+            backlog=len(self._ready) + len(self._unqueued),
+            inflight=len(self._claims) - retrying,
+            retry_waiting=retrying,
+            dead=len(self._dead),
+        )
+
+    def _held(self) -> int:
+        return len(self._ready) + len(self._unqueued) + len(self._claims)
+
+    def _schedule(self, entry: _Entry, now: float) -> None:
+        """Put *entry* on the ready queue if there is room, else store it unqueued."""
+        entry.ready_at = now
+        if len(self._ready) < self._capacity:
+            entry.queued = True
+            self._ready.append(entry)
+            self._work.unpark()
+        else:
+            entry.queued = False
+            self._unqueued.append(entry)
+
+    def _fill(self, now: float) -> int:
+        """Move unqueued jobs into free room, oldest first; then wake waiting producers."""
+        moved = 0
+        while self._unqueued and len(self._ready) < self._capacity:
+            entry = self._unqueued.popleft()
+            entry.queued = True
+            entry.ready_at = now
+            self._ready.append(entry)
+            moved += 1
+        if moved:
+            self._work.unpark(count=moved)
+        room = self._capacity - len(self._ready)
+        if room > 0:
+            self._room.unpark(count=room)
+        return moved
+
+    def _live(self, claim: Claim) -> _Entry | None:
+        entry = self._claims.get(claim.token)
+        if entry is None:
+            self._metrics.stale += 1
+        return entry
+
+    def _unclaim(self, claim: Claim) -> None:
+        entry = self._claims.pop(claim.token)
+        entry.token = None
+        if not self._held():
+            self._work.unpark_all()  # let idle fetchers see that everything is done
+
+    def _finish(self, entry: _Entry, now: float) -> None:
+        self._metrics.processed += 1
+        self._finished[entry.id] = now
+        limit = self._retention.max_count
+        while limit is not None and len(self._finished) > limit:
+            old, _ = self._finished.popitem(last=False)
+            del self._records[old]
+
+    def _evict_old(self, now: float) -> int:
+        max_age = self._retention.max_age
+        evicted = 0
+        if max_age is None:
+            return 0
+        while self._finished:
+            job_id, finished_at = next(iter(self._finished.items()))
+            if now - finished_at <= max_age:
+                break
+            del self._finished[job_id]
+            del self._records[job_id]
+            evicted += 1
+        return evicted
+
+    def _put_back(self, entry: _Entry, now: float) -> None:
+        """Return a claimed, unfinished job to the queue without counting an attempt."""
+        if entry.state is JobState.PROCESSING:
+            target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
+            entry.move(target, now)
+        entry.updated_at = now
+        self._schedule(entry, now)
+
+    # --- producer side ---------------------------------------------------------------
+
+    async def add(self, job: NewJob, mode: AddMode) -> Receipt:
+        """Accept *job*; see `Backend.add`. Waits only in `AddMode.WAIT` on a full queue."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            entry = self._records.get(job.id)
+            if entry is not None:
+                if entry.payload_hash != job.payload_hash:
+                    self._metrics.conflicts += 1
+                    raise IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
+                self._metrics.deduplicated += 1
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return Receipt(id=job.id, deduplicated=True, queued=entry.queued)
+            if len(self._ready) < self._capacity or mode is AddMode.SUBMIT:
+                break
+            if mode is AddMode.NOWAIT:
+                raise QueueFull(self._capacity)
+            await self._room.park()  # cancelled here: nothing was accepted
+        now = self.now()
+        entry = _Entry(
+            id=job.id,
+            encoded=job.encoded,
+            payload_hash=job.payload_hash,
+            created_at=now,
+            updated_at=now,
+            ready_at=now,
+        )
+        self._records[job.id] = entry
+        self._schedule(entry, now)
+        self._metrics.enqueued += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return Receipt(id=job.id, deduplicated=False, queued=entry.queued)
+
+    async def status(self, job_id: str) -> JobRecord | None:
+        """The record of *job_id*, or None if unknown or evicted."""
+        await trio.lowlevel.checkpoint()
+        entry = self._records.get(job_id)
+        return None if entry is None else entry.record()
+
+    async def pending(self) -> int:
+        """Jobs accepted and not finished."""
+        await trio.lowlevel.checkpoint()
+        return self._held()
+
+    async def dead_letters(self) -> list[JobRecord]:
+        """The dead letters, oldest first."""
+        await trio.lowlevel.checkpoint()
+        return [self._records[job_id].record() for job_id in self._dead]
+
+    async def requeue_dead(self, job_id: str) -> JobRecord:
+        """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if job_id not in self._dead:
+            raise JobNotFound(job_id, "dead letters")
+        del self._dead[job_id]
+        entry = self._records[job_id]
+        now = self.now()
+        entry.move(JobState.RECEIVED, now)
+        entry.attempts = 0
+        entry.reason = None
+        self._schedule(entry, now)
+        self._metrics.dead_requeued += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry.record()
+
+    # --- worker side -----------------------------------------------------------------
+
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
+        """Claim up to *max_jobs* ready jobs; see `Backend.claim`."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._ready:
+            with trio.move_on_after(block):
+                await self._work.park()
+            if not self._ready:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                return []
+        now = self.now()
+        claims: list[Claim] = []
+        while self._ready and len(claims) < max_jobs:
+            entry = self._ready.popleft()
+            entry.move(JobState.PROCESSING, now)
+            entry.queued = False
+            token = str(next(self._tokens))
+            entry.token = token
+            entry.lease_until = now + lease
+            self._claims[token] = entry
+            job = Job(id=entry.id, payload=json.loads(entry.encoded), attempt=entry.attempts + 1)
+            claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
+        self._fill(now)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return claims
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
+        """Extend the leases of the claims still held."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        until = self.now() + lease
+        for claim in claims:
+            entry = self._claims.get(claim.token)
+            if entry is not None:
+                entry.lease_until = until
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def ack(self, claim: Claim) -> bool:
+        """Complete the job; False if the claim is stale."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            now = self.now()
+            entry.move(JobState.COMPLETED, now)
+            entry.attempts += 1
+            self._metrics.succeeded += 1
+            self._metrics.end_to_end.observe(now - entry.created_at)
+            self._finish(entry, now)
+            self._unclaim(claim)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
+    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
+        """End an attempt that will be retried; the claim keeps the job."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            entry.move(JobState.FAILED_RETRY, self.now())
+            entry.attempts += 1
+            self._metrics.processed += 1
+            self._metrics.retries += 1
+            if error is not None:
+                entry.last_error = error
+                self._metrics.failed += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
+    async def requeue(self, claim: Claim) -> bool:
+        """Put a job waiting to retry back on the queue."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            self._schedule(entry, self.now())
+            self._unclaim(claim)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
+    async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
+        """End the last attempt and keep the job as a dead letter."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            entry.move(JobState.FAILED, self.now())
+            entry.attempts += 1
+            entry.reason = reason
+            self._metrics.processed += 1
+            self._metrics.dead_lettered += 1
+            if error is not None:
+                entry.last_error = error
+                self._metrics.failed += 1
+            self._dead[entry.id] = None
+            self._unclaim(claim)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
+    async def drop(self, claim: Claim, reason: str) -> bool:
+        """End the attempt and drop the job."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            now = self.now()
+            entry.move(JobState.DROPPED, now)
+            entry.attempts += 1
+            entry.reason = reason
+            self._metrics.dropped += 1
+            self._finish(entry, now)
+            self._unclaim(claim)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        """Put unfinished claims back at once; return how many were still held."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        now = self.now()
+        released = 0
+        for claim in claims:
+            entry = self._claims.get(claim.token)
+            if entry is None:
+                continue
+            self._claims.pop(claim.token)
+            entry.token = None
+            self._put_back(entry, now)
+            released += 1
+        self._metrics.released += released
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return released
+
+    async def sweep(self) -> SweepReport:
+        """Schedule unqueued jobs, recover expired claims, evict old finished records."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        now = self.now()
+        expired = [t for t, e in self._claims.items() if e.lease_until < now]
+        for token in expired:
+            entry = self._claims.pop(token)
+            entry.token = None
+            self._put_back(entry, now)
+        self._metrics.recovered += len(expired)
+        scheduled = self._fill(now)
+        evicted = self._evict_old(now)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return SweepReport(scheduled=scheduled, recovered=len(expired), evicted=evicted)

@@ -1,0 +1,122 @@
+"""Every error trioqueue raises, and the two signals a handler may raise.
+
+Each error subclasses `TrioqueueError`, so callers can catch broadly, and the
+builtin that fits, so they can also catch narrowly. Messages say what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "Drop",
+    "IdempotencyConflict",
+    "InvalidTransition",
+    "JobNotFound",
+    "PoolClosed",
+    "QueueFull",
+    "Retry",
+    "TrioqueueError",
+]
+
+
+class TrioqueueError(Exception):
+    """Base class of every error trioqueue raises."""
+
+
+class QueueFull(TrioqueueError):
+    """`Queue.try_enqueue` found the ready buffer full; nothing was accepted.
+
+    Wait with `Queue.enqueue`, or accept without waiting with `Queue.submit`.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        super().__init__(
+            f"the queue is full ({capacity} ready jobs); nothing was accepted. Use enqueue() "
+            "to wait for room, submit() to store the job and schedule it later, or raise "
+            "the backend's capacity"
+        )
+
+
+class IdempotencyConflict(TrioqueueError, ValueError):
+    """A job with this id already exists with a different payload.
+
+    The existing job is untouched. Use a new id for a different payload.
+    """
+
+    def __init__(self, job_id: str, existing_hash: str, new_hash: str) -> None:
+        self.job_id = job_id
+        self.existing_hash = existing_hash
+        self.new_hash = new_hash
+        super().__init__(
+            f"job {job_id!r} already exists with a different payload (stored hash "
+            f"{existing_hash[:12]}…, new hash {new_hash[:12]}…); the stored job is "
+            "unchanged. Give a different payload a new id"
+        )
+
+
+class InvalidTransition(TrioqueueError, RuntimeError):
+    """A job record was asked to move between two states that are not linked.
+
+    This is a bug in trioqueue or in a third-party backend; please report it.
+    """
+
+    def __init__(self, job_id: str, source: str, target: str) -> None:
+        self.job_id = job_id
+        self.source = source
+        self.target = target
+        super().__init__(
+            f"job {job_id!r} cannot move from {source} to {target}; this is a bug in "
+            "the backend, please report it with this message"
+        )
+
+
+class JobNotFound(TrioqueueError, LookupError):
+    """No job with this id is held (never enqueued, or evicted after retention)."""
+
+    def __init__(self, job_id: str, where: str = "jobs") -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"no job {job_id!r} among the {where}; list them to check the id "
+            "(finished jobs are forgotten after the backend's retention)"
+        )
+
+
+class ConfigurationError(TrioqueueError, ValueError):
+    """A setting is out of range; the message names the setting and the fix."""
+
+
+class PoolClosed(TrioqueueError, RuntimeError):
+    """The worker pool has finished or is shutting down and takes no more work."""
+
+
+class Retry(Exception):
+    """Raise from a handler to run the job again.
+
+    The attempt counts towards `RetryPolicy.max_attempts`; when none are left the
+    job is dead-lettered.
+
+    Args:
+        delay: Seconds to wait before the next attempt. ``None`` puts the job
+            back on the queue at once.
+    """
+
+    def __init__(self, delay: float | None = None) -> None:
+        if delay is not None and not delay >= 0:
+            raise ConfigurationError(f"Retry(delay={delay!r}): the delay must be >= 0 seconds")
+        self.delay = delay
+        super().__init__(f"retry requested (delay={delay!r})")
+
+
+class Drop(Exception):
+    """Raise from a handler to give up on the job without dead-lettering it.
+
+    The job ends in state ``DROPPED`` with the reason kept on its record.
+
+    Args:
+        reason: Why the job was dropped, kept on the record.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason or "dropped by the handler")

@@ -1,0 +1,212 @@
+"""Counters, gauges and latency histograms; synchronous updates, no I/O.
+
+Counters only ever increase. Gauges are not stored here: they are read from the
+backend, which counts what it holds, so a gauge always equals the true count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Gauges", "Histogram", "HistogramSnapshot", "Metrics", "MetricsSnapshot"]
+
+_MIN_VALUE: Final = 1e-6  # one microsecond: anything shorter shares the first bucket
+_GROWTH: Final = 1.02  # each bucket is 2 % wider than the last: percentiles within 2 %
+_LOG_GROWTH: Final = math.log(_GROWTH)
+
+
+@attrs.frozen
+class HistogramSnapshot:
+    """Percentiles of a latency distribution, in seconds (0.0 when empty)."""
+
+    count: int
+    """How many values were observed."""
+    mean: float
+    """The arithmetic mean."""
+    p50: float
+    """The median."""
+    p90: float
+    """The 90th percentile."""
+    p99: float
+    """The 99th percentile."""
+    max: float
+    """The largest value observed."""
+
+
+@attrs.define(eq=False)
+class Histogram:
+    """A log-bucketed histogram: bounded memory, percentiles within 2 %.
+
+    Values are seconds. A reported percentile is the upper edge of the bucket
+    holding it, never above the largest value observed.
+    """
+
+    _buckets: dict[int, int] = attrs.field(factory=dict, init=False)
+    _count: int = attrs.field(default=0, init=False)
+    _sum: float = attrs.field(default=0.0, init=False)
+    _max: float = attrs.field(default=0.0, init=False)
+
+    def observe(self, value: float) -> None:
+        """Record one value (negative values count as zero)."""
+        value = max(value, 0.0)
+        index = 0 if value <= _MIN_VALUE else 1 + int(math.log(value / _MIN_VALUE) / _LOG_GROWTH)
+        self._buckets[index] = self._buckets.get(index, 0) + 1
+        self._count += 1
+        self._sum += value
+        self._max = max(self._max, value)
+
+    def percentile(self, fraction: float) -> float:
+        """The value below which *fraction* (0 to 1) of the observations fall."""
+        if self._count == 0:
+            return 0.0
+        rank = max(1, math.ceil(fraction * self._count))
+        seen = 0
+        for index in sorted(self._buckets):
+            seen += self._buckets[index]
+            if seen >= rank:
+                edge = _MIN_VALUE * _GROWTH**index
+                return min(edge, self._max)
+        return self._max  # pragma: no cover - rank never exceeds the count
+
+    def snapshot(self) -> HistogramSnapshot:
+        """Return the current percentiles."""
+        mean = self._sum / self._count if self._count else 0.0
+        return HistogramSnapshot(
+            count=self._count,
+            mean=mean,
+            p50=self.percentile(0.50),
+            p90=self.percentile(0.90),
+            p99=self.percentile(0.99),
+            max=self._max,
+        )
+
+
+@attrs.frozen
+class Gauges:
+    """What a backend holds right now."""
+
+    queue_depth: int = 0
+    """Jobs on the ready queue, waiting for a worker."""
+    backlog: int = 0
+    """Jobs accepted and waiting for a worker: the ready queue plus jobs stored
+    by `Queue.submit` (or put back) while it was full, which have ``queued = False``."""
+    inflight: int = 0
+    """Jobs claimed by worker pools: running, or prefetched and about to run."""
+    retry_waiting: int = 0
+    """Jobs sleeping out their backoff before the next attempt."""
+    dead: int = 0
+    """Dead letters held."""
+
+    @property
+    def held(self) -> int:
+        """Jobs the backend holds that are not finished."""
+        return self.backlog + self.inflight + self.retry_waiting
+
+
+@attrs.frozen
+class MetricsSnapshot:
+    """Every counter, gauge and latency distribution at one moment."""
+
+    enqueued: int
+    """Jobs accepted (deduplicated and conflicting enqueues excluded)."""
+    processed: int
+    """Handler attempts that ended (cancelled attempts excluded)."""
+    succeeded: int
+    """Jobs completed."""
+    failed: int
+    """Attempts that raised an exception or timed out."""
+    retries: int
+    """Retries scheduled, after failures and `Retry`."""
+    dead_lettered: int
+    """Jobs moved to the dead letters."""
+    dropped: int
+    """Jobs dropped by `Drop`."""
+    deduplicated: int
+    """Enqueues that found the same id and payload and returned the existing job."""
+    conflicts: int
+    """Enqueues refused for the same id with another payload."""
+    recovered: int
+    """Claims whose lease ran out, put back by the sweeper."""
+    released: int
+    """Unfinished jobs put back by a pool shutting down."""
+    dead_requeued: int
+    """Dead letters put back on the queue with fresh attempts."""
+    stale: int
+    """Outcomes ignored because their claim had been recovered and re-claimed."""
+    gauges: Gauges
+    """What the backend holds now."""
+    queue_wait: HistogramSnapshot
+    """Seconds from ready to handler start."""
+    handler_time: HistogramSnapshot
+    """Seconds a handler attempt ran."""
+    end_to_end: HistogramSnapshot
+    """Seconds from acceptance to completion, retries included."""
+
+    @property
+    def finished(self) -> int:
+        """Jobs that left the system: succeeded, dead-lettered or dropped."""
+        return self.succeeded + self.dead_lettered + self.dropped
+
+    @property
+    def conserved(self) -> bool:
+        """Whether every accepted job is accounted for.
+
+        ``enqueued + dead_requeued == succeeded + dead_lettered + dropped + held``,
+        where requeued dead letters count as accepted again.
+        """
+        return self.enqueued + self.dead_requeued == self.finished + self.gauges.held
+
+
+@attrs.define(eq=False)
+class Metrics:
+    """Live counters and histograms of one backend; take a `snapshot` to read them.
+
+    Backends and pools call the ``count_*``/``observe_*`` methods; they are
+    synchronous and never checkpoint.
+    """
+
+    _gauges: Callable[[], Gauges]
+    enqueued: int = attrs.field(default=0, init=False)
+    processed: int = attrs.field(default=0, init=False)
+    succeeded: int = attrs.field(default=0, init=False)
+    failed: int = attrs.field(default=0, init=False)
+    retries: int = attrs.field(default=0, init=False)
+    dead_lettered: int = attrs.field(default=0, init=False)
+    dropped: int = attrs.field(default=0, init=False)
+    deduplicated: int = attrs.field(default=0, init=False)
+    conflicts: int = attrs.field(default=0, init=False)
+    recovered: int = attrs.field(default=0, init=False)
+    released: int = attrs.field(default=0, init=False)
+    dead_requeued: int = attrs.field(default=0, init=False)
+    stale: int = attrs.field(default=0, init=False)
+    queue_wait: Histogram = attrs.field(factory=Histogram, init=False)
+    handler_time: Histogram = attrs.field(factory=Histogram, init=False)
+    end_to_end: Histogram = attrs.field(factory=Histogram, init=False)
+
+    def snapshot(self) -> MetricsSnapshot:
+        """Return every counter, gauge and percentile as one frozen value."""
+        return MetricsSnapshot(
+            enqueued=self.enqueued,
+            processed=self.processed,
+            succeeded=self.succeeded,
+            failed=self.failed,
+            retries=self.retries,
+            dead_lettered=self.dead_lettered,
+            dropped=self.dropped,
+            deduplicated=self.deduplicated,
+            conflicts=self.conflicts,
+            recovered=self.recovered,
+            released=self.released,
+            dead_requeued=self.dead_requeued,
+            stale=self.stale,
+            gauges=self._gauges(),
+            queue_wait=self.queue_wait.snapshot(),
+            handler_time=self.handler_time.snapshot(),
+            end_to_end=self.end_to_end.snapshot(),
+        )

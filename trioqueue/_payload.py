@@ -1,0 +1,44 @@
+"""Canonical JSON for payloads, their hash, and fresh job ids.
+
+A payload is any JSON value. Two payloads are the same job when their canonical
+forms are equal: keys sorted, no insignificant whitespace, UTF-8. The hash of
+that form is what idempotent enqueue compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+__all__ = ["canonical_json", "new_job_id", "payload_hash"]
+
+
+def canonical_json(payload: Any) -> bytes:
+    """Return the canonical JSON encoding of *payload*.
+
+    Raises:
+        TypeError: *payload* is not JSON-serialisable (sets, bytes, objects, NaN),
+            naming the offending type and what to send instead.
+    """
+    try:
+        text = json.dumps(
+            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the job payload must be JSON-serialisable (dict, list, str, int, float, bool, "
+            f"None), finite numbers only; {exc}. Convert it, e.g. to a dict of plain values"
+        ) from None
+    return text.encode("utf-8")
+
+
+def payload_hash(encoded: bytes) -> str:
+    """Return the hex SHA-256 of an already canonical payload encoding."""
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def new_job_id() -> str:
+    """Return a fresh random job id (32 hex characters)."""
+    return uuid.uuid4().hex

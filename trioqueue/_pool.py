@@ -1,0 +1,442 @@
+"""The worker pool: a fetcher, N workers, retry sleepers and upkeep, in one nursery.
+
+```
+backend ─claim─▶ fetcher ─▶ memory channel (fixed buffer) ─▶ worker x N ─▶ outcome
+                                                                 └─ retry ─▶ sleeper ─▶ requeue
+```
+
+Every claim the pool holds is in ``WorkerPool._held`` from the moment it is
+claimed until its outcome reaches the backend. Whatever is still held when the
+pool stops (prefetched, cancelled, sleeping before a retry) is released back to
+the backend in one shielded call, so stopping never loses a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, final
+
+import attrs
+import trio
+
+from ._backend import Backend, Claim
+from ._exceptions import ConfigurationError
+from ._maintenance import renew_leases, sweep_periodically
+from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
+from ._records import Job
+from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ._metrics import Metrics
+
+__all__ = ["Handler", "ShutdownReport", "WorkerPool", "open_worker_pool"]
+
+logger = logging.getLogger("trioqueue.pool")
+
+Handler = Callable[[Job], Awaitable[object]]
+"""An async function run once per attempt; its return value completes the job."""
+
+
+def _check(name: str, value: float | None, *, minimum: float, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < minimum
+    ):
+        raise ConfigurationError(
+            f"open_worker_pool({name}={value!r}): use a finite number >= {minimum}"
+            + (", or None" if allow_none else "")
+        )
+
+
+@attrs.frozen
+class _Config:
+    workers: int
+    retry: RetryPolicy
+    handler_timeout: float | None
+    prefetch: int
+    batch_size: int
+    lease: float
+    sweep_interval: float
+    poll_interval: float
+    io_timeout: float
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("workers", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(
+                    f"open_worker_pool({name}={value!r}): use a whole number >= 1"
+                )
+        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int):
+            raise ConfigurationError(f"open_worker_pool(prefetch={self.prefetch!r}): use an int")
+        _check("prefetch", self.prefetch, minimum=0)
+        _check("handler_timeout", self.handler_timeout, minimum=0, allow_none=True)
+        for name in ("lease", "sweep_interval", "poll_interval", "io_timeout"):
+            _check(name, getattr(self, name), minimum=1e-3)
+        if not isinstance(self.retry, RetryPolicy):
+            raise ConfigurationError(
+                f"open_worker_pool(retry={self.retry!r}): pass a trioqueue.RetryPolicy"
+            )
+
+
+@attrs.frozen
+class ShutdownReport:
+    """What `WorkerPool.shutdown` did."""
+
+    finished: int
+    """Handlers that were running at the start of the shutdown and finished in the grace period."""
+    cancelled: int
+    """Handlers cancelled when the grace period ran out."""
+    released: int
+    """Unfinished jobs put back in the backend: cancelled, prefetched, or waiting to retry."""
+
+    @property
+    def clean(self) -> bool:
+        """True when no handler had to be cancelled."""
+        return self.cancelled == 0
+
+
+@final
+class WorkerPool:
+    """A running pool of workers; made by `open_worker_pool`, not directly."""
+
+    def __init__(
+        self, backend: Backend, handler: Handler, config: _Config, rng: random.Random
+    ) -> None:
+        self._backend = backend
+        self._handler = handler
+        self._config = config
+        self._rng = rng
+        self._held: dict[str, Claim] = {}
+        self._running: dict[str, trio.CancelScope] = {}
+        self._running_changed = trio.lowlevel.ParkingLot()
+        self._sleeping: set[trio.CancelScope] = set()
+        self._send, self._receive = trio.open_memory_channel[Claim](config.prefetch)
+        self._fetch_scope = trio.CancelScope()
+        self._claim_wait: trio.CancelScope | None = None
+        self._producer_finished = False
+        self._stopping = False
+        self._stopped = trio.Event()
+        self._work_nursery: trio.Nursery | None = None
+        self._report: ShutdownReport | None = None
+        self._released = 0
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped.is_set() else "stopping" if self._stopping else "running"
+        return (
+            f"<trioqueue.WorkerPool {state} workers={self._config.workers} "
+            f"running={len(self._running)} held={len(self._held)} "
+            f"retry_waiting={len(self._sleeping)}>"
+        )
+
+    @property
+    def backend(self) -> Backend:
+        """The backend this pool works on."""
+        return self._backend
+
+    @property
+    def metrics(self) -> Metrics:
+        """The backend's metrics; call ``.snapshot()`` to read them."""
+        return self._backend.metrics
+
+    @property
+    def running(self) -> int:
+        """Handlers running now (never more than *workers*)."""
+        return len(self._running)
+
+    @property
+    def held(self) -> int:
+        """Jobs this pool holds: running, prefetched, or waiting to retry."""
+        return len(self._held)
+
+    def mark_producer_finished(self) -> None:
+        """Declare that no more jobs will be enqueued for this pool.
+
+        From then on the pool finishes once nothing is pending: no job ready,
+        stored, claimed or waiting to retry. Before it, an empty queue only
+        means the producer has not caught up, and the pool keeps waiting.
+        Does not checkpoint; may be called more than once.
+        """
+        self._producer_finished = True
+        if self._claim_wait is not None:
+            self._claim_wait.cancel()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the pool has stopped: drained, or shut down."""
+        await self._stopped.wait()
+
+    async def shutdown(self, grace: float) -> ShutdownReport:
+        """Stop taking jobs, give running handlers *grace* seconds, then cancel them.
+
+        Prefetched jobs are not started, retry sleepers stop at once, and every
+        unfinished job (cancelled, prefetched, waiting to retry) is put back in
+        the backend, where a later pool finishes it. A cancelled handler's
+        attempt is not counted as failed. Returns within *grace* plus the
+        backend's own time to put the jobs back (bounded by *io_timeout*).
+        Calling it again returns the first report.
+
+        Raises:
+            ConfigurationError: *grace* is negative or not a number.
+        """
+        _check("grace", grace, minimum=0)
+        if self._report is not None:
+            await self._stopped.wait()
+            return self._report
+        self._stopping = True
+        self._fetch_scope.cancel()
+        for scope in self._sleeping:
+            scope.cancel()
+        at_start = set(self._running)
+        with trio.move_on_after(grace):
+            while self._running:
+                await self._running_changed.park()
+        cancelled = len(self._running)
+        for scope in self._running.values():
+            scope.cancel()
+        self._report = ShutdownReport(
+            finished=len(at_start) - cancelled, cancelled=cancelled, released=0
+        )
+        await self._stopped.wait()
+        self._report = attrs.evolve(self._report, released=self._released)
+        logger.info(
+            "shutdown: %d handlers finished in the grace period, %d cancelled, %d jobs put back",
+            self._report.finished,
+            self._report.cancelled,
+            self._report.released,
+        )
+        return self._report
+
+    # --- tasks -----------------------------------------------------------------------
+
+    async def _fetch(self) -> None:
+        config = self._config
+        async with self._send:
+            with self._fetch_scope:
+                while True:
+                    if await self._drained():
+                        return
+                    stats = self._send.statistics()
+                    room = stats.max_buffer_size - stats.current_buffer_used
+                    want = max(1, min(config.batch_size, int(room) + stats.tasks_waiting_receive))
+                    claims: list[Claim] = []
+                    # mark_producer_finished() cancels this wait so the check above runs
+                    with trio.CancelScope() as self._claim_wait:
+                        claims = await self._backend.claim(
+                            want, lease=config.lease, block=config.poll_interval
+                        )
+                    self._claim_wait = None
+                    for claim in claims:
+                        self._held[claim.token] = claim
+                    for claim in claims:
+                        await self._send.send(claim)
+
+    async def _drained(self) -> bool:
+        """Whether the producer is finished and nothing is pending, here or anywhere."""
+        if not self._producer_finished or self._held:
+            return False
+        return await self._backend.pending() == 0
+
+    async def _work(self) -> None:
+        async for claim in self._receive:
+            if not self._stopping:
+                await self._attempt(claim)
+            # when stopping, the claim stays held and is released at the end
+
+    async def _attempt(self, claim: Claim) -> None:
+        backend, job = self._backend, claim.job
+        metrics = backend.metrics
+        metrics.queue_wait.observe(backend.now() - claim.ready_at)
+        error: Exception | None = None
+        with trio.CancelScope() as scope:
+            self._running[claim.token] = scope
+            started = trio.current_time()
+            try:
+                if self._config.handler_timeout is None:
+                    await self._handler(job)
+                else:
+                    with trio.move_on_after(self._config.handler_timeout) as timer:
+                        await self._handler(job)
+                    if timer.cancelled_caught:
+                        error = TimeoutError(
+                            f"the handler ran longer than handler_timeout="
+                            f"{self._config.handler_timeout}s"
+                        )
+            except Exception as exc:
+                error = exc
+            finally:
+                del self._running[claim.token]
+                self._running_changed.unpark_all()
+        if scope.cancel_called and (scope.cancelled_caught or error is not None):
+            return  # cancelled by shutdown: not an attempt; released at the end
+        metrics.handler_time.observe(trio.current_time() - started)
+        outcome = decide(error, job.attempt, self._config.retry, self._rng)
+        await self._report_outcome(claim, outcome)
+
+    async def _report_outcome(self, claim: Claim, outcome: Outcome) -> None:
+        backend, job = self._backend, claim.job
+        with trio.CancelScope(shield=True) as shield:
+            shield.deadline = trio.current_time() + self._config.io_timeout
+            match outcome:
+                case Ack():
+                    await backend.ack(claim)
+                    logger.debug("job %s completed on attempt %d", job.id, job.attempt)
+                case Discard(reason):
+                    await backend.drop(claim, reason)
+                    logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
+                case DeadLetter(reason, error):
+                    await backend.dead_letter(claim, error, reason)
+                    logger.info("job %s dead-lettered: %s (%s)", job.id, reason, error)
+                case RetryAfter(delay, error):
+                    await backend.retry_later(claim, error)
+                    logger.info(
+                        "job %s attempt %d failed (%s); retrying in %.3fs",
+                        job.id,
+                        job.attempt,
+                        error or "Retry",
+                        delay,
+                    )
+        if shield.cancelled_caught:
+            logger.warning("job %s: the backend did not take the outcome in time", job.id)
+            return  # still held: released at the end
+        if isinstance(outcome, RetryAfter) and not self._stopping:
+            assert self._work_nursery is not None
+            self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay)
+        elif not isinstance(outcome, RetryAfter):
+            del self._held[claim.token]
+
+    async def _sleep_then_requeue(self, claim: Claim, delay: float) -> None:
+        with trio.CancelScope() as scope:
+            self._sleeping.add(scope)
+            try:
+                await trio.sleep(delay)
+            finally:
+                self._sleeping.discard(scope)
+        if scope.cancelled_caught:
+            return  # shutdown: released at the end
+        with trio.CancelScope(shield=True) as shield:
+            shield.deadline = trio.current_time() + self._config.io_timeout
+            await self._backend.requeue(claim)
+        if not shield.cancelled_caught:
+            del self._held[claim.token]
+
+    async def _run(self, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._work_nursery = nursery
+                nursery.start_soon(self._fetch)
+                for _ in range(self._config.workers):
+                    nursery.start_soon(self._work)
+                task_status.started()
+        finally:
+            await self._release_held()
+            self._stopped.set()
+
+    async def _release_held(self) -> None:
+        if not self._held:
+            return
+        with trio.CancelScope(shield=True) as shield:
+            shield.deadline = trio.current_time() + self._config.io_timeout
+            self._released += await self._backend.release(list(self._held.values()))
+            self._held.clear()
+        if shield.cancelled_caught:
+            logger.error(
+                "%d jobs could not be put back in time; the backend recovers them "
+                "when their leases run out",
+                len(self._held),
+            )
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        group = group.exceptions[0]  # type: ignore[assignment]
+    return group
+
+
+@asynccontextmanager
+async def open_worker_pool(
+    backend: Backend,
+    handler: Handler,
+    *,
+    workers: int = 4,
+    retry: RetryPolicy | None = None,
+    handler_timeout: float | None = None,
+    prefetch: int = 0,
+    batch_size: int = 32,
+    lease: float = 30.0,
+    sweep_interval: float = 1.0,
+    poll_interval: float = 1.0,
+    io_timeout: float = 5.0,
+    seed: int | None = None,
+) -> AsyncIterator[WorkerPool]:
+    """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
+
+    The body of the ``async with`` is the producer: leaving it marks the
+    producer finished and waits until every pending job is done (completed,
+    dead-lettered or dropped). To stop early, call `WorkerPool.shutdown`; if
+    the body raises or is cancelled, running handlers are cancelled and every
+    unfinished job is put back in the backend before the exception propagates.
+
+    A handler outcome is: return → completed; `Drop` → dropped; `Retry` or any
+    other exception → retried after a backoff in a sleeper task of its own, or
+    dead-lettered when attempts are exhausted.
+
+    Args:
+        backend: Where the jobs are, e.g. a `MemoryBackend`.
+        handler: ``async def handler(job: Job) -> object``.
+        workers: Handlers running at most at once.
+        retry: Attempts and backoff; `RetryPolicy()` by default.
+        handler_timeout: Seconds an attempt may run before it is cancelled and
+            counted as a failure (retried like any other); None for no limit.
+        prefetch: Claimed jobs buffered for the workers beyond the one in hand.
+        batch_size: Most jobs claimed in one call to the backend.
+        lease: Seconds a claim holds without renewal; the pool renews its
+            claims every third of it, and the sweeper puts expired ones back.
+        sweep_interval: Seconds between sweeps (scheduling stored jobs,
+            recovering expired claims, evicting old records).
+        poll_interval: Longest wait for work in one claim call.
+        io_timeout: Longest time a shielded outcome or release may take.
+        seed: Seeds the backoff jitter, for reproducible runs.
+
+    Raises:
+        ConfigurationError: A setting is out of range; the message names it.
+    """
+    config = _Config(
+        workers=workers,
+        retry=RetryPolicy() if retry is None else retry,
+        handler_timeout=handler_timeout,
+        prefetch=prefetch,
+        batch_size=batch_size,
+        lease=lease,
+        sweep_interval=sweep_interval,
+        poll_interval=poll_interval,
+        io_timeout=io_timeout,
+    )
+    pool = WorkerPool(backend, handler, config, random.Random(seed))
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool._run)
+            nursery.start_soon(renew_leases, backend, pool._held, config.lease)
+            nursery.start_soon(sweep_periodically, backend, config.sweep_interval)
+            try:
+                yield pool
+            except BaseException as exc:
+                body_error = exc
+                pool._stopping = True
+                nursery.cancel_scope.cancel()
+            else:
+                pool.mark_producer_finished()
+                await pool.wait_stopped()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise _unwrap(group) from None
+    if body_error is not None:
+        raise body_error

@@ -1,0 +1,113 @@
+"""The producer side: put jobs on a backend, look them up, recover dead letters."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, final
+
+from ._backend import AddMode, Backend, NewJob, Receipt
+from ._payload import canonical_json, new_job_id, payload_hash
+
+if TYPE_CHECKING:
+    from ._metrics import Metrics
+    from ._records import JobRecord
+
+__all__ = ["Queue"]
+
+_MAX_ID_LENGTH = 256
+
+
+def _prepare(payload: Any, job_id: str | None) -> NewJob:
+    if job_id is None:
+        job_id = new_job_id()
+    elif not isinstance(job_id, str):
+        raise TypeError(f"a job id must be a str, not {type(job_id).__name__}; pass id=str(...)")
+    elif not job_id or len(job_id) > _MAX_ID_LENGTH:
+        raise ValueError(
+            f"a job id must be 1 to {_MAX_ID_LENGTH} characters long, got {len(job_id)}; "
+            "leave id=None for a fresh one"
+        )
+    encoded = canonical_json(payload)
+    return NewJob(id=job_id, encoded=encoded, payload_hash=payload_hash(encoded))
+
+
+@final
+class Queue:
+    """The producer side of a backend; usable with or without a worker pool.
+
+    Enqueue is idempotent by job id: the same id with the same payload returns
+    the existing job (``Receipt.deduplicated``), the same id with another
+    payload raises `IdempotencyConflict`, and no id means a fresh one. Payloads
+    are compared by their canonical JSON, so dict key order does not matter.
+
+    Args:
+        backend: Where the jobs go, e.g. a `MemoryBackend`.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    def __repr__(self) -> str:
+        return f"<trioqueue.Queue on {self._backend!r}>"
+
+    @property
+    def backend(self) -> Backend:
+        """The backend this queue puts jobs on."""
+        return self._backend
+
+    @property
+    def metrics(self) -> Metrics:
+        """The backend's metrics; call ``.snapshot()`` to read them."""
+        return self._backend.metrics
+
+    async def enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
+        """Add a job, waiting for room while the ready queue is full.
+
+        Always checkpoints. If cancelled, nothing was accepted.
+
+        Args:
+            payload: Any JSON-serialisable value.
+            id: The job id, for idempotent enqueue; None for a fresh one.
+
+        Raises:
+            TypeError: *payload* is not JSON-serialisable, or *id* is not a str.
+            ValueError: *id* is empty or too long.
+            IdempotencyConflict: *id* exists with a different payload.
+        """
+        return await self._backend.add(_prepare(payload, id), AddMode.WAIT)
+
+    async def try_enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
+        """Add a job if the ready queue has room, without waiting for room.
+
+        Like `enqueue`, but raises `QueueFull` (and accepts nothing) when full.
+        A duplicate of an existing job is returned even when the queue is full.
+        """
+        return await self._backend.add(_prepare(payload, id), AddMode.NOWAIT)
+
+    async def submit(self, payload: Any, *, id: str | None = None) -> Receipt:
+        """Store a job without ever waiting or failing for a full queue.
+
+        When the ready queue has room the job goes on it; otherwise it is stored
+        with ``queued = False`` and scheduled as soon as room frees, before any
+        producer waiting in `enqueue`. Raises as `enqueue` does, but never
+        `QueueFull`.
+        """
+        return await self._backend.add(_prepare(payload, id), AddMode.SUBMIT)
+
+    async def status(self, job_id: str) -> JobRecord | None:
+        """The record of *job_id*, or None if it is unknown or was evicted."""
+        return await self._backend.status(job_id)
+
+    async def dead_letters(self) -> list[JobRecord]:
+        """The dead letters, oldest first, each with its attempts, last error and reason."""
+        return await self._backend.dead_letters()
+
+    async def requeue_dead(self, job_id: str) -> JobRecord:
+        """Put the dead letter *job_id* back on the queue with fresh attempts.
+
+        Never waits for room: when the queue is full the job is stored with
+        ``queued = False`` and scheduled when room frees.
+
+        Raises:
+            JobNotFound: *job_id* is not a dead letter.
+        """
+        return await self._backend.requeue_dead(job_id)

@@ -1,0 +1,155 @@
+"""Job records and their state machine: pure values, no I/O.
+
+A job moves ``RECEIVED → PROCESSING → COMPLETED`` when all goes well and
+``PROCESSING → FAILED_RETRY → PROCESSING → … → FAILED`` when it keeps failing.
+`TRANSITIONS` is the whole table; `check_transition` enforces it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Final
+
+import attrs
+
+from ._exceptions import ConfigurationError, InvalidTransition
+
+__all__ = [
+    "TERMINAL_STATES",
+    "TRANSITIONS",
+    "ErrorInfo",
+    "Job",
+    "JobRecord",
+    "JobState",
+    "Retention",
+    "check_transition",
+]
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its life."""
+
+    #: Accepted and waiting for its first attempt.
+    RECEIVED = "received"
+    #: Claimed by a worker pool: prefetched or running its handler.
+    PROCESSING = "processing"
+    #: The handler returned; the job is finished.
+    COMPLETED = "completed"
+    #: An attempt failed and another is due (sleeping, or waiting on the queue).
+    FAILED_RETRY = "failed_retry"
+    #: Attempts are exhausted; the job is a dead letter until requeued or purged.
+    FAILED = "failed"
+    #: The handler raised `Drop`; the job is finished.
+    DROPPED = "dropped"
+
+
+TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
+    # claimed by a pool
+    JobState.RECEIVED: frozenset({JobState.PROCESSING}),
+    JobState.PROCESSING: frozenset(
+        {
+            JobState.COMPLETED,  # handler returned
+            JobState.FAILED_RETRY,  # failed with attempts left, or released after one
+            JobState.FAILED,  # failed with no attempts left
+            JobState.DROPPED,  # handler raised Drop
+            JobState.RECEIVED,  # released by shutdown or recovery before any attempt ended
+        }
+    ),
+    JobState.FAILED_RETRY: frozenset({JobState.PROCESSING}),
+    JobState.FAILED: frozenset({JobState.RECEIVED}),  # requeue_dead
+    JobState.COMPLETED: frozenset(),
+    JobState.DROPPED: frozenset(),
+}
+"""Every legal move: ``TRANSITIONS[source]`` holds the states *source* may move to."""
+
+TERMINAL_STATES: Final = frozenset({JobState.COMPLETED, JobState.DROPPED, JobState.FAILED})
+"""States in which a job is finished (a dead letter is finished until requeued)."""
+
+
+def check_transition(job_id: str, source: JobState, target: JobState) -> None:
+    """Raise `InvalidTransition` unless *source* may move to *target*."""
+    if target not in TRANSITIONS[source]:
+        raise InvalidTransition(job_id, source.value, target.value)
+
+
+@attrs.frozen
+class ErrorInfo:
+    """The type and message of the exception that ended an attempt."""
+
+    type: str
+    """Qualified name of the exception class, e.g. ``"builtins.ValueError"``."""
+    message: str
+    """``str()`` of the exception."""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        """Describe *exc*."""
+        kind = type(exc)
+        name = kind.__qualname__
+        if kind.__module__ not in ("builtins", "__main__"):
+            name = f"{kind.__module__}.{name}"
+        return cls(type=name, message=str(exc))
+
+
+@attrs.frozen
+class JobRecord:
+    """A snapshot of everything the backend keeps about one job."""
+
+    id: str
+    """The job id: the caller's, or a fresh one."""
+    payload: Any
+    """The JSON payload, as decoded from its canonical form."""
+    payload_hash: str
+    """Hex SHA-256 of the canonical payload; idempotent enqueue compares it."""
+    state: JobState
+    """Where the job is in its life."""
+    attempts: int
+    """Handler attempts that have ended (cancelled attempts do not count)."""
+    queued: bool
+    """Whether the job sits on the ready queue; False for a job stored by
+    `Queue.submit` while the queue was full, until room frees."""
+    created_at: float
+    """When the job was accepted, on the backend's clock."""
+    updated_at: float
+    """When the record last changed, on the backend's clock."""
+    last_error: ErrorInfo | None = None
+    """The exception that ended the last failed attempt, if any."""
+    reason: str | None = None
+    """Why the job was dropped or dead-lettered, if it was."""
+
+
+@attrs.frozen
+class Job:
+    """What a handler receives: one attempt at one job."""
+
+    id: str
+    """The job id."""
+    payload: Any
+    """The JSON payload."""
+    attempt: int
+    """Which attempt this is, from 1."""
+
+
+def _check_limit(name: str, value: float | None) -> None:
+    if value is not None and not value >= 0:
+        raise ConfigurationError(f"Retention({name}={value!r}): use a number >= 0, or None")
+
+
+@attrs.frozen
+class Retention:
+    """How long finished records (completed and dropped) are kept.
+
+    The oldest are evicted first once there are more than *max_count*, and any
+    older than *max_age* seconds are evicted by the sweeper. An evicted id is
+    forgotten: enqueueing it again creates a new job. Dead letters are never
+    evicted; requeue or purge them.
+    """
+
+    max_count: int | None = 10_000
+    """Most finished records kept; ``None`` for no count limit."""
+    max_age: float | None = None
+    """Seconds a finished record is kept; ``None`` for no age limit."""
+
+    def __attrs_post_init__(self) -> None:
+        _check_limit("max_count", self.max_count)
+        _check_limit("max_age", self.max_age)
