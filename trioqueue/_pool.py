@@ -310,7 +310,13 @@ class WorkerPool:
             assert self._work_nursery is not None
             self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay)
         elif not isinstance(outcome, RetryAfter):
-            del self._held[claim.token]
+            self._forget(claim)
+
+    def _forget(self, claim: Claim) -> None:
+        """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
+        del self._held[claim.token]
+        if self._producer_finished and not self._held and self._claim_wait is not None:
+            self._claim_wait.cancel()
 
     async def _sleep_then_requeue(self, claim: Claim, delay: float) -> None:
         with trio.CancelScope() as scope:
@@ -325,7 +331,7 @@ class WorkerPool:
             shield.deadline = trio.current_time() + self._config.io_timeout
             await self._backend.requeue(claim)
         if not shield.cancelled_caught:
-            del self._held[claim.token]
+            self._forget(claim)
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         try:

@@ -62,10 +62,11 @@ class RetryPolicy:
 
     def backoff_bound(self, attempts: int) -> float:
         """The largest delay after *attempts* failed attempts (``attempts >= 1``)."""
-        exponent = max(attempts - 1, 0)
-        if exponent >= 1024:  # 2.0 ** 1024 overflows; the cap has long applied
+        try:
+            bound = math.ldexp(self.base_delay, max(attempts - 1, 0))  # base * 2 ** (n - 1)
+        except OverflowError:  # past the float range: the cap has long applied
             return self.max_delay
-        return min(self.max_delay, self.base_delay * 2.0**exponent)
+        return min(self.max_delay, bound)
 
     def backoff(self, attempts: int, rng: random.Random) -> float:
         """Draw the delay after *attempts* failed attempts, using *rng*."""

@@ -226,8 +226,9 @@ class MemoryBackend:
                     self._metrics.conflicts += 1
                     raise IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
                 self._metrics.deduplicated += 1
+                receipt = Receipt(id=job.id, deduplicated=True, queued=entry.queued)
                 await trio.lowlevel.cancel_shielded_checkpoint()
-                return Receipt(id=job.id, deduplicated=True, queued=entry.queued)
+                return receipt
             if len(self._ready) < self._capacity or mode is AddMode.SUBMIT:
                 break
             if mode is AddMode.NOWAIT:
@@ -245,8 +246,9 @@ class MemoryBackend:
         self._records[job.id] = entry
         self._schedule(entry, now)
         self._metrics.enqueued += 1
+        receipt = Receipt(id=job.id, deduplicated=False, queued=entry.queued)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return Receipt(id=job.id, deduplicated=False, queued=entry.queued)
+        return receipt
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
@@ -277,8 +279,9 @@ class MemoryBackend:
         entry.reason = None
         self._schedule(entry, now)
         self._metrics.dead_requeued += 1
+        record = entry.record()
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return entry.record()
+        return record
 
     # --- worker side -----------------------------------------------------------------
 

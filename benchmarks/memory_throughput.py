@@ -1,0 +1,77 @@
+"""Memory-backend throughput against the bare Trio channel floor, measured side by side.
+
+    python benchmarks/memory_throughput.py [--jobs N] [--workers N] [--rounds N]
+
+Prints jobs/s for each and the ratio (pool / floor) per round and the median.
+Absolute numbers drift on shared machines; the ratio is the figure to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import trio
+
+import trioqueue
+
+
+async def bare_channel(jobs: int, workers: int) -> float:
+    """Items/s through one memory channel with *workers* consumer tasks: the floor."""
+    send, receive = trio.open_memory_channel[dict[str, int]](64)
+    done = 0
+
+    async def consume() -> None:
+        nonlocal done
+        async for _ in receive:
+            done += 1
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(workers):
+            nursery.start_soon(consume)
+        async with send:
+            for i in range(jobs):
+                await send.send({"i": i})
+    assert done == jobs
+    return jobs / (time.perf_counter() - start)
+
+
+async def pool(jobs: int, workers: int) -> float:
+    """Jobs/s through MemoryBackend + open_worker_pool with a no-op handler."""
+    backend = trioqueue.MemoryBackend(capacity=64)
+    queue = trioqueue.Queue(backend)
+
+    async def handler(job: trioqueue.Job) -> None:
+        pass
+
+    start = time.perf_counter()
+    async with trioqueue.open_worker_pool(backend, handler, workers=workers, prefetch=32):
+        for i in range(jobs):
+            await queue.enqueue({"i": i})
+    elapsed = time.perf_counter() - start
+    assert backend.metrics.snapshot().succeeded == jobs
+    return jobs / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    ratios = []
+    for n in range(1, args.rounds + 1):
+        floor = trio.run(bare_channel, args.jobs, args.workers)
+        ours = trio.run(pool, args.jobs, args.workers)
+        ratios.append(ours / floor)
+        print(
+            f"round {n}: bare channel {floor:,.0f} items/s, pool {ours:,.0f} jobs/s, "
+            f"ratio {ours / floor:.3f}"
+        )
+    print(f"median ratio pool/floor: {statistics.median(ratios):.3f} (target >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The pool itself: concurrency, handler timeouts, no deadlock, sleepers off the workers."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import ConfigurationError, JobState, Queue, Retry, RetryPolicy
+
+
+async def test_at_most_workers_handlers_run_at_once(make_backend, autojump_clock):
+    backend = make_backend()
+    running = 0
+    peak = 0
+
+    async def handler(job: trioqueue.Job) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await trio.sleep(1)
+        running -= 1
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=3) as pool:
+        for i in range(20):
+            await Queue(backend).enqueue(i)
+        assert pool.running <= 3
+    assert peak == 3
+    assert trio.current_time() == 7  # ceil(20 / 3) rounds of one second
+
+
+async def test_a_handler_timeout_is_an_ordinary_failure_that_is_retried(
+    make_backend, autojump_clock
+):
+    backend = make_backend()
+
+    async def handler(job: trioqueue.Job) -> None:
+        if job.attempt == 1:
+            await trio.sleep(100)
+
+    retry = RetryPolicy(max_attempts=3, base_delay=1, max_delay=1)
+    async with trioqueue.open_worker_pool(backend, handler, handler_timeout=2, retry=retry):
+        await Queue(backend).enqueue("p", id="j")
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.COMPLETED, 2)
+    assert record.last_error is not None
+    assert record.last_error.type == "TimeoutError"
+    assert "handler_timeout=2s" in record.last_error.message
+    snap = backend.metrics.snapshot()
+    assert (snap.failed, snap.retries, snap.succeeded) == (1, 1, 1)
+    assert trio.current_time() <= 2 + 1
+
+
+async def test_capacity_one_with_always_failing_jobs_dead_letters_all_without_deadlock(
+    make_backend, autojump_clock
+):
+    """The seed's deadlock test: retries must not sleep on the full queue."""
+    backend = make_backend(capacity=1)
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise RuntimeError("always fails")
+
+    retry = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=2)
+    with trio.fail_after(3600):  # on the mock clock: a deadlock fails, it does not hang
+        async with trioqueue.open_worker_pool(backend, handler, workers=1, retry=retry):
+            for i in range(10):
+                await Queue(backend).enqueue(i, id=str(i))
+    dead = await backend.dead_letters()
+    assert sorted(r.id for r in dead) == sorted(str(i) for i in range(10))
+    assert all(r.attempts == 3 for r in dead)
+    snap = backend.metrics.snapshot()
+    assert (snap.dead_lettered, snap.failed, snap.retries, snap.gauges.held) == (10, 30, 20, 0)
+
+
+async def test_a_job_waiting_to_retry_does_not_hold_a_worker(make_backend, autojump_clock):
+    backend = make_backend()
+    finished: dict[str, float] = {}
+
+    async def handler(job: trioqueue.Job) -> None:
+        if job.id == "slow-retry" and job.attempt == 1:
+            raise Retry(delay=100)
+        finished[job.id] = trio.current_time()
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=1) as pool:
+        queue = Queue(backend)
+        await queue.enqueue("a", id="slow-retry")
+        await trio.sleep(1)
+        await queue.enqueue("b", id="other")
+        await trio.sleep(1)
+        assert pool.held == 1  # the sleeper still holds its job
+    assert finished == {"other": 1, "slow-retry": 100}
+
+
+async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
+    make_backend, autojump_clock
+):
+    backend = make_backend(capacity=1)
+    attempts = 0
+
+    async def handler(job: trioqueue.Job) -> None:
+        nonlocal attempts
+        attempts += 1
+        if job.attempt < 3:
+            raise RuntimeError("fails twice")
+
+    retry = RetryPolicy(max_attempts=3, base_delay=0.1, max_delay=0.1)
+    with trio.fail_after(3600):
+        async with (
+            trioqueue.open_worker_pool(backend, handler, workers=2, retry=retry),
+            trio.open_nursery() as producers,
+        ):
+            for p in range(3):
+                for i in range(5):
+                    producers.start_soon(Queue(backend).enqueue, (p, i))
+    snap = backend.metrics.snapshot()
+    assert (snap.succeeded, attempts) == (15, 45)
+
+
+async def test_prefetch_and_batches_still_run_each_job_once(make_backend, autojump_clock):
+    backend = make_backend(capacity=50)
+    ids: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        ids.append(job.id)
+        await trio.sleep(0.01)
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=4, prefetch=8, batch_size=5):
+        for i in range(200):
+            await Queue(backend).enqueue(i, id=str(i))
+    assert sorted(ids, key=int) == [str(i) for i in range(200)]
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"workers": 0}, r"workers=0.*whole number >= 1"),
+        ({"workers": 2.5}, r"workers=2.5"),
+        ({"batch_size": 0}, r"batch_size=0"),
+        ({"prefetch": -1}, r"prefetch=-1"),
+        ({"handler_timeout": -1}, r"handler_timeout=-1.*or None"),
+        ({"lease": 0}, r"lease=0"),
+        ({"sweep_interval": float("nan")}, r"sweep_interval=nan"),
+        ({"retry": 3}, r"pass a trioqueue.RetryPolicy"),
+    ],
+)
+async def test_bad_pool_settings_are_refused_before_anything_starts(make_backend, options, match):
+    backend = make_backend()
+    await Queue(backend).enqueue("p")
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise AssertionError("must not run")
+
+    with pytest.raises(ConfigurationError, match=match):
+        async with trioqueue.open_worker_pool(backend, handler, **options):
+            pass
+    assert await backend.pending() == 1

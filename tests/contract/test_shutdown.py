@@ -1,0 +1,217 @@
+"""Stopping: drain after the producer finishes, or a grace period then cancel; lose nothing."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import trioqueue
+from trioqueue import JobState, Queue, RetryPolicy
+
+from ..conftest import collect
+
+
+async def test_leaving_the_block_drains_every_job(make_backend, autojump_clock):
+    backend = make_backend(capacity=4)
+    seen: list[trioqueue.Job] = []
+    async with trioqueue.open_worker_pool(backend, collect(seen), workers=2):
+        for i in range(25):
+            await Queue(backend).enqueue(i)
+    assert sorted(job.payload for job in seen) == list(range(25))
+    assert await backend.pending() == 0
+
+
+async def test_the_pool_waits_for_a_slow_producer_to_finish(make_backend, autojump_clock, nursery):
+    """The seed's early-shutdown loss: an empty queue must not stop the pool."""
+    backend = make_backend()
+    queue = Queue(backend)
+    seen: list[trioqueue.Job] = []
+    finished_at: list[float] = []
+
+    async with trioqueue.open_worker_pool(backend, collect(seen), workers=4) as pool:
+
+        async def slow_producer() -> None:
+            for i in range(10):
+                await queue.enqueue(i)
+                await trio.sleep(1)  # the fast workers empty the queue meanwhile
+            finished_at.append(trio.current_time())
+            pool.mark_producer_finished()
+
+        start = trio.current_time()
+        nursery.start_soon(slow_producer)
+        await pool.wait_stopped()
+        stopped_at = trio.current_time()
+    assert finished_at == [start + 10]
+    assert stopped_at == finished_at[0]
+    assert sorted(job.payload for job in seen) == list(range(10))
+
+
+async def test_shutdown_of_an_idle_pool_returns_at_once(make_backend, autojump_clock):
+    backend = make_backend()
+    async with trioqueue.open_worker_pool(backend, collect([])) as pool:
+        start = trio.current_time()
+        report = await pool.shutdown(grace=30)
+        assert trio.current_time() == start
+    assert report == trioqueue.ShutdownReport(finished=0, cancelled=0, released=0)
+    assert report.clean
+
+
+async def test_shutdown_lets_running_handlers_finish_within_grace(make_backend, autojump_clock):
+    backend = make_backend()
+    queue = Queue(backend)
+    done: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(2)
+        done.append(job.id)
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=2) as pool:
+        await queue.enqueue("a", id="a")
+        await queue.enqueue("b", id="b")
+        await queue.enqueue("c", id="c")
+        await trio.sleep(1)
+        report = await pool.shutdown(grace=5)
+        assert trio.current_time() == 2  # returned as soon as the handlers finished
+    assert sorted(done) == ["a", "b"]
+    assert (report.finished, report.cancelled, report.clean) == (2, 0, True)
+    record = await backend.status("c")
+    assert record is not None
+    assert (record.state, record.queued) == (JobState.RECEIVED, True)  # never started
+
+
+async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
+    make_backend, autojump_clock
+):
+    backend = make_backend()
+    queue = Queue(backend)
+
+    async def stuck(job: trioqueue.Job) -> None:
+        await trio.sleep(1000)
+
+    async with trioqueue.open_worker_pool(backend, stuck, workers=2) as pool:
+        for i in range(5):
+            await queue.enqueue(i, id=str(i))
+        await trio.sleep(1)
+        report = await pool.shutdown(grace=5)
+        assert trio.current_time() == 6  # the deadline, not a moment later
+    assert (report.finished, report.cancelled, report.clean) == (0, 2, False)
+    assert report.released >= 2  # the cancelled ones, plus any claimed but not started
+    snap = backend.metrics.snapshot()
+    assert (snap.processed, snap.failed, snap.succeeded) == (0, 0, 0)  # cancelled ≠ failed
+    assert snap.released == report.released
+    assert await backend.pending() == 5
+    for i in range(5):
+        record = await backend.status(str(i))
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.RECEIVED, 0)
+
+    seen: list[trioqueue.Job] = []
+    async with trioqueue.open_worker_pool(backend, collect(seen)):
+        pass
+    assert sorted(job.id for job in seen) == [str(i) for i in range(5)]
+    assert all(job.attempt == 1 for job in seen)
+    assert backend.metrics.snapshot().conserved
+
+
+async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, autojump_clock):
+    backend = make_backend()
+    queue = Queue(backend)
+    healthy = False
+
+    async def handler(job: trioqueue.Job) -> None:
+        if not healthy:
+            raise RuntimeError("down")
+
+    retry = RetryPolicy(max_attempts=5, base_delay=100, max_delay=100)
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry, seed=1) as pool:
+        for i in range(3):
+            await queue.enqueue(i, id=str(i))
+        await trio.testing.wait_all_tasks_blocked()
+        assert backend.metrics.snapshot().gauges.retry_waiting == 3
+        start = trio.current_time()
+        report = await pool.shutdown(grace=10)
+        assert trio.current_time() == start  # nothing was running: no need to wait
+    assert report == trioqueue.ShutdownReport(finished=0, cancelled=0, released=3)
+    for i in range(3):
+        record = await backend.status(str(i))
+        assert record is not None
+        assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, True)
+    healthy = True
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry):
+        pass
+    snap = backend.metrics.snapshot()
+    assert (snap.succeeded, snap.failed, snap.gauges.held) == (3, 3, 0)
+
+
+async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
+    make_backend, autojump_clock
+):
+    backend = make_backend()
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(2)
+        raise RuntimeError("fails while the pool drains")
+
+    retry = RetryPolicy(base_delay=100, max_delay=100)
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry) as pool:
+        await Queue(backend).enqueue("p", id="j")
+        await trio.sleep(1)
+        report = await pool.shutdown(grace=5)
+        assert trio.current_time() == 2
+    assert report == trioqueue.ShutdownReport(finished=1, cancelled=0, released=1)
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, True)
+
+
+async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_clock):
+    async with trioqueue.open_worker_pool(make_backend(), collect([])) as pool:
+        first = await pool.shutdown(grace=1)
+        assert await pool.shutdown(grace=1) is first
+
+
+async def test_an_error_in_the_body_propagates_unwrapped_and_loses_nothing(
+    make_backend, autojump_clock
+):
+    backend = make_backend()
+
+    async def stuck(job: trioqueue.Job) -> None:
+        await trio.sleep(1000)
+
+    async def use_pool() -> None:
+        async with trioqueue.open_worker_pool(backend, stuck, workers=2):
+            for i in range(4):
+                await Queue(backend).enqueue(i)
+            await trio.sleep(1)
+            raise KeyError("from the body")
+
+    with pytest.raises(KeyError, match="from the body"):
+        await use_pool()
+    assert await backend.pending() == 4
+    snap = backend.metrics.snapshot()
+    assert (snap.gauges.inflight, snap.gauges.backlog, snap.failed) == (0, 4, 0)
+
+
+async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend, autojump_clock):
+    backend = make_backend()
+
+    async def slow(job: trioqueue.Job) -> None:
+        await trio.sleep(10)
+
+    with trio.move_on_after(15):
+        async with trioqueue.open_worker_pool(backend, slow, workers=3):
+            for i in range(10):
+                await Queue(backend).enqueue(i)
+    # 3 finished at t=10; 3 more were running at t=15 and were cancelled
+    snap = backend.metrics.snapshot()
+    assert snap.succeeded == 3
+    assert await backend.pending() == 7
+    assert snap.gauges.inflight == 0
+    assert snap.conserved
+
+
+async def test_a_negative_grace_is_refused(make_backend):
+    async with trioqueue.open_worker_pool(make_backend(), collect([])) as pool:
+        with pytest.raises(trioqueue.ConfigurationError, match="grace"):
+            await pool.shutdown(grace=-1)
