@@ -77,7 +77,7 @@ class ErrorInfo:
     """The type and message of the exception that ended an attempt."""
 
     type: str
-    """Qualified name of the exception class, e.g. ``"builtins.ValueError"``."""
+    """The exception class: ``"ValueError"`` for builtins, else ``"module.Class"``."""
     message: str
     """``str()`` of the exception."""
 
@@ -130,9 +130,13 @@ class Job:
     """Which attempt this is, from 1."""
 
 
-def _check_limit(name: str, value: float | None) -> None:
-    if value is not None and not value >= 0:
-        raise ConfigurationError(f"Retention({name}={value!r}): use a number >= 0, or None")
+def _check_limit(name: str, value: float | None, *, whole: bool) -> None:
+    if value is None:
+        return
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+        kind = "a whole number" if whole else "a number of seconds"
+        raise ConfigurationError(f"Retention({name}={value!r}): use {kind} >= 0, or None")
 
 
 @attrs.frozen
@@ -151,5 +155,5 @@ class Retention:
     """Seconds a finished record is kept; ``None`` for no age limit."""
 
     def __attrs_post_init__(self) -> None:
-        _check_limit("max_count", self.max_count)
-        _check_limit("max_age", self.max_age)
+        _check_limit("max_count", self.max_count, whole=True)
+        _check_limit("max_age", self.max_age, whole=False)

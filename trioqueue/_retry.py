@@ -23,7 +23,9 @@ def _positive_int(instance: object, attribute: attrs.Attribute[int], value: int)
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+    if isinstance(value, bool) or not (
+        isinstance(value, int | float) and math.isfinite(value) and value >= 0
+    ):
         raise ConfigurationError(
             f"RetryPolicy({attribute.name}={value!r}): use a finite number of seconds >= 0"
         )

@@ -1,0 +1,68 @@
+"""The layering rule: a module imports only from its own or lower tiers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TIERS = {
+    "_exceptions": 0,
+    "_util": 0,
+    "_payload": 1,
+    "_records": 1,
+    "_retry": 1,
+    "_metrics": 1,
+    "_outcome": 1,
+    "_backend": 2,
+    "_backends": 3,
+    "_backends._memory": 3,
+    "_queue": 4,
+    "_maintenance": 4,
+    "_pool": 4,
+    "_cli": 5,
+    "__main__": 5,
+    "__init__": 5,
+}
+
+import trioqueue
+
+PACKAGE = Path(trioqueue.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    found = set()
+    package_parts = list(path.relative_to(PACKAGE).parent.parts)  # the importing package
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package_parts[: len(package_parts) - (node.level - 1)]
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            found.add(target)
+    return found
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_tier():
+    assert {module_name(p) for p in SOURCES} <= set(TIERS)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))
+def test_imports_point_down(path):
+    name = module_name(path)
+    for target in imported_modules(path):
+        assert TIERS[target] <= TIERS[name], f"{name} (tier {TIERS[name]}) imports {target}"
+
+
+def test_the_pool_knows_no_concrete_backend():
+    pool = PACKAGE / "_pool.py"
+    assert not any(t.startswith("_backends") for t in imported_modules(pool))

@@ -1,0 +1,200 @@
+"""Job records: the state machine, error descriptions and retention limits."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+
+import trioqueue
+from trioqueue._records import (
+    TERMINAL_STATES,
+    TRANSITIONS,
+    ErrorInfo,
+    JobState,
+    Retention,
+    check_transition,
+)
+
+S = JobState
+
+# Written out by hand, independently of TRANSITIONS: a change to the table must fail here.
+EXPECTED_LEGAL = {
+    (S.RECEIVED, S.PROCESSING),
+    (S.PROCESSING, S.COMPLETED),
+    (S.PROCESSING, S.FAILED_RETRY),
+    (S.PROCESSING, S.FAILED),
+    (S.PROCESSING, S.DROPPED),
+    (S.PROCESSING, S.RECEIVED),
+    (S.FAILED_RETRY, S.PROCESSING),
+    (S.FAILED, S.RECEIVED),
+}
+
+ALL_PAIRS = list(itertools.product(JobState, repeat=2))
+
+
+class UserError(Exception):
+    """An exception class defined outside the standard library."""
+
+
+class Outer:
+    class NestedError(LookupError):
+        pass
+
+
+class TestStateMachine:
+    def test_states(self):
+        assert {state.value for state in JobState} == {
+            "received",
+            "processing",
+            "completed",
+            "failed_retry",
+            "failed",
+            "dropped",
+        }
+
+    def test_every_pair_is_covered(self):
+        assert len(ALL_PAIRS) == 36
+        assert len(EXPECTED_LEGAL) == 8
+
+    def test_table_has_every_state_as_a_source(self):
+        assert set(TRANSITIONS) == set(JobState)
+
+    def test_table_matches_expected(self):
+        table = {(source, target) for source, targets in TRANSITIONS.items() for target in targets}
+        assert table == EXPECTED_LEGAL
+
+    @pytest.mark.parametrize(
+        ("source", "target"),
+        sorted(EXPECTED_LEGAL),
+        ids=[f"{s.value}->{t.value}" for s, t in sorted(EXPECTED_LEGAL)],
+    )
+    def test_legal_pairs_pass(self, source, target):
+        assert check_transition("job-1", source, target) is None
+
+    @pytest.mark.parametrize(
+        ("source", "target"),
+        [pair for pair in ALL_PAIRS if pair not in EXPECTED_LEGAL],
+        ids=[f"{s.value}->{t.value}" for s, t in ALL_PAIRS if (s, t) not in EXPECTED_LEGAL],
+    )
+    def test_illegal_pairs_raise(self, source, target):
+        with pytest.raises(trioqueue.InvalidTransition) as info:
+            check_transition("job-7", source, target)
+        message = str(info.value)
+        assert f"from {source.value} to {target.value}" in message
+        assert "'job-7'" in message
+        assert (info.value.job_id, info.value.source, info.value.target) == (
+            "job-7",
+            source.value,
+            target.value,
+        )
+        assert isinstance(info.value, trioqueue.TrioqueueError)
+        assert isinstance(info.value, RuntimeError)
+
+    def test_walk_all_pairs(self):
+        passed = set()
+        for source, target in ALL_PAIRS:
+            try:
+                check_transition("walk", source, target)
+            except trioqueue.InvalidTransition:
+                continue
+            passed.add((source, target))
+        assert passed == EXPECTED_LEGAL
+
+    def test_no_self_transitions(self):
+        for state in JobState:
+            with pytest.raises(trioqueue.InvalidTransition):
+                check_transition("j", state, state)
+
+    def test_terminal_states(self):
+        assert set(TERMINAL_STATES) == {S.COMPLETED, S.DROPPED, S.FAILED}
+        # completed and dropped are final; a dead letter may only be requeued
+        assert TRANSITIONS[S.COMPLETED] == frozenset()
+        assert TRANSITIONS[S.DROPPED] == frozenset()
+        assert TRANSITIONS[S.FAILED] == {S.RECEIVED}
+
+    def test_every_state_reachable_from_received(self):
+        reached, frontier = {S.RECEIVED}, [S.RECEIVED]
+        while frontier:
+            for target in TRANSITIONS[frontier.pop()]:
+                if target not in reached:
+                    reached.add(target)
+                    frontier.append(target)
+        assert reached == set(JobState)
+
+
+class TestErrorInfo:
+    @pytest.mark.parametrize(
+        ("exc", "kind", "message"),
+        [
+            (ValueError("bad value"), "ValueError", "bad value"),
+            (KeyError("k"), "KeyError", "'k'"),
+            (RuntimeError(), "RuntimeError", ""),
+            (ZeroDivisionError("division by zero"), "ZeroDivisionError", "division by zero"),
+            (TimeoutError("slow"), "TimeoutError", "slow"),
+        ],
+    )
+    def test_builtins_have_bare_names(self, exc, kind, message):
+        assert ErrorInfo.from_exception(exc) == ErrorInfo(type=kind, message=message)
+
+    def test_user_exception_is_qualified_by_module(self):
+        info = ErrorInfo.from_exception(UserError("boom"))
+        assert info.type == f"{__name__}.UserError"
+        assert info.type.endswith("test_records.UserError")
+        assert info.message == "boom"
+
+    def test_nested_class_uses_qualname(self):
+        info = ErrorInfo.from_exception(Outer.NestedError("missing"))
+        assert info.type == f"{__name__}.Outer.NestedError"
+        assert info.message == "missing"
+
+    def test_stdlib_exception_outside_builtins(self):
+        with pytest.raises(json.JSONDecodeError) as caught:
+            json.loads("{")
+        info = ErrorInfo.from_exception(caught.value)
+        assert info.type == "json.decoder.JSONDecodeError"
+        assert info.message.startswith("Expecting property name")
+
+    def test_trioqueue_exception_uses_public_name(self):
+        info = ErrorInfo.from_exception(trioqueue.ConfigurationError("x"))
+        assert info == ErrorInfo(type="trioqueue.ConfigurationError", message="x")
+
+    def test_main_module_is_not_prefixed(self):
+        main_error = type("MainError", (Exception,), {"__module__": "__main__"})
+        assert ErrorInfo.from_exception(main_error("hi")) == ErrorInfo("MainError", "hi")
+
+    def test_is_frozen_value(self):
+        info = ErrorInfo.from_exception(ValueError("v"))
+        assert info == ErrorInfo("ValueError", "v")
+        assert hash(info) == hash(ErrorInfo("ValueError", "v"))
+        with pytest.raises(AttributeError):
+            info.message = "other"  # type: ignore[misc]
+
+
+class TestRetention:
+    def test_defaults(self):
+        retention = Retention()
+        assert (retention.max_count, retention.max_age) == (10_000, None)
+
+    @pytest.mark.parametrize(
+        ("max_count", "max_age"), [(None, None), (0, 0), (0, 0.0), (1, 1.5), (None, 3600)]
+    )
+    def test_accepts(self, max_count, max_age):
+        retention = Retention(max_count=max_count, max_age=max_age)
+        assert (retention.max_count, retention.max_age) == (max_count, max_age)
+
+    @pytest.mark.parametrize("value", [-1, -0.5, math.nan])
+    def test_bad_max_count(self, value):
+        with pytest.raises(trioqueue.ConfigurationError, match=r"Retention\(max_count="):
+            Retention(max_count=value)
+
+    @pytest.mark.parametrize("value", [-1, -0.001, math.nan, -math.inf])
+    def test_bad_max_age(self, value):
+        with pytest.raises(trioqueue.ConfigurationError, match=r"Retention\(max_age="):
+            Retention(max_age=value)
+
+    def test_error_is_a_value_error(self):
+        with pytest.raises(ValueError, match="max_age"):
+            Retention(max_age=-5)
