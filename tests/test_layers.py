@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import trioqueue
+
 TIERS = {
     "_exceptions": 0,
     "_util": 0,
@@ -25,8 +27,6 @@ TIERS = {
     "__main__": 5,
     "__init__": 5,
 }
-
-import trioqueue
 
 PACKAGE = Path(trioqueue.__file__).parent
 
