@@ -20,6 +20,7 @@ TIERS = {
     "_backend": 2,
     "_backends": 3,
     "_backends._memory": 3,
+    "_backends._redis_keys": 1,
     "_queue": 4,
     "_maintenance": 4,
     "_pool": 4,

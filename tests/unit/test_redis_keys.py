@@ -1,0 +1,65 @@
+"""The Redis key layout and the cluster hash-slot rule, without a server."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trioqueue import ConfigurationError
+from trioqueue._backends._redis_keys import RedisKeys, hash_slot, hash_tag
+
+
+@pytest.mark.parametrize(
+    ("key", "slot"),
+    [
+        ("123456789", 0x31C3 % 16384),  # the CRC16/XMODEM check value
+        ("foo", 12182),  # from the Redis Cluster specification
+        ("{user1000}.following", hash_slot("user1000")),
+        ("{user1000}.followers", hash_slot("user1000")),
+    ],
+)
+def test_known_slots(key, slot):
+    assert hash_slot(key) == slot
+
+
+@pytest.mark.parametrize(
+    ("key", "tag"),
+    [
+        (b"plain", b"plain"),
+        (b"{tag}.x", b"tag"),
+        (b"x{tag}y{other}", b"tag"),  # only the first tag counts
+        (b"foo{}{bar}", b"foo{}{bar}"),  # an empty first tag means the whole key
+        (b"foo{{bar}}zap", b"{bar"),
+        (b"{unclosed", b"{unclosed"),
+    ],
+)
+def test_hash_tag_follows_the_cluster_rule(key, tag):
+    assert hash_tag(key) == tag
+
+
+@given(name=st.text(min_size=1, max_size=30).filter(lambda s: "{" not in s and "}" not in s))
+def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
+    keys = RedisKeys.for_queue("{" + name + "}")
+    slots = {hash_slot(k) for k in keys.all_keys().values()}
+    assert slots == {hash_slot(name)}
+    assert hash_slot(keys.job_prefix + "any {odd} id") == hash_slot(name)
+
+
+def test_an_untagged_queue_is_refused_with_the_tag_to_use():
+    with pytest.raises(ConfigurationError, match=r"queue='\{thumbnails\}'") as info:
+        RedisKeys.for_queue("thumbnails")
+    assert "thumbnails.processing" in str(info.value)
+    assert "different Redis Cluster slots" in str(info.value)
+
+
+def test_a_processing_key_on_another_slot_is_refused():
+    with pytest.raises(ConfigurationError, match=r"processing='\{other\}.processing'"):
+        RedisKeys.for_queue("{thumbnails}", processing="{other}.processing")
+    keys = RedisKeys.for_queue("{thumbnails}", processing="{thumbnails}:inflight")
+    assert keys.processing == "{thumbnails}:inflight"
+
+
+def test_an_empty_queue_name_is_refused():
+    with pytest.raises(ConfigurationError, match="name the queue"):
+        RedisKeys.for_queue("")

@@ -1,0 +1,115 @@
+"""The Redis key layout of one queue, and the cluster hash-slot rule it must obey.
+
+All keys of a queue share the queue's hash slot, so every multi-key move is one
+Lua script on one node, in a single Redis or in a Redis Cluster. That holds when
+the queue name carries a hash tag (``{thumbnails}``): every derived key starts
+with the name, and Redis hashes only the tag.
+"""
+
+from __future__ import annotations
+
+import binascii
+
+import attrs
+
+from .._exceptions import ConfigurationError
+
+__all__ = ["SLOTS", "RedisKeys", "hash_slot", "hash_tag"]
+
+SLOTS = 16384
+"""Hash slots in a Redis Cluster."""
+
+
+def hash_tag(key: bytes) -> bytes:
+    """The part of *key* Redis Cluster hashes: the first non-empty ``{…}``, else all of it."""
+    start = key.find(b"{")
+    if start != -1:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def hash_slot(key: str | bytes) -> int:
+    """The Redis Cluster slot of *key* (CRC16/XMODEM of its hash tag, modulo 16384)."""
+    raw = key.encode() if isinstance(key, str) else key
+    return binascii.crc_hqx(hash_tag(raw), 0) % SLOTS
+
+
+def _suggest(queue: str) -> str:
+    bare = queue.replace("{", "").replace("}", "") or "queue"
+    return "{" + bare + "}"
+
+
+@attrs.frozen
+class RedisKeys:
+    """Every key one queue uses. Build with `RedisKeys.for_queue`."""
+
+    ready: str
+    """List of ready jobs: producers push on the left, claims take from the right."""
+    processing: str
+    """List of claimed jobs (the reliable queue's processing list)."""
+    claims: str
+    """Sorted set of claimed job ids, scored by the time the claim expires."""
+    dead: str
+    """List of dead-lettered job ids, oldest at the right."""
+    unqueued: str
+    """List of jobs accepted while the ready list was full (`AddMode.SUBMIT`)."""
+    finished: str
+    """Sorted set of finished job ids by finish time, for count-based retention."""
+    stats: str
+    """Hash of counters shared by every process using the queue."""
+    sequence: str
+    """Counter for claim tokens."""
+    job_prefix: str
+    """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
+
+    @classmethod
+    def for_queue(
+        cls, queue: str, *, processing: str | None = None, claims: str | None = None
+    ) -> RedisKeys:
+        """Derive every key from the queue name; check that they share one slot.
+
+        Raises:
+            ConfigurationError: The name is empty, or the keys fall in different
+                cluster slots; the message names the hash tag to use.
+        """
+        if not isinstance(queue, str) or not queue:
+            raise ConfigurationError(
+                f"RedisBackend(queue={queue!r}): name the queue, e.g. queue='{{jobs}}'"
+            )
+        keys = cls(
+            ready=queue,
+            processing=processing if processing is not None else f"{queue}.processing",
+            claims=claims if claims is not None else f"{queue}.claims",
+            dead=f"{queue}.dead",
+            unqueued=f"{queue}.unqueued",
+            finished=f"{queue}.finished",
+            stats=f"{queue}.stats",
+            sequence=f"{queue}.seq",
+            job_prefix=f"{queue}.job:",
+        )
+        keys.check_one_slot()
+        return keys
+
+    def all_keys(self) -> dict[str, str]:
+        """Every key by its role (the job prefix with a sample id)."""
+        named = attrs.asdict(self)
+        named["job_prefix"] = self.job_prefix + "<id>"
+        return named
+
+    def check_one_slot(self) -> None:
+        """Raise `ConfigurationError` unless every key hashes to the ready list's slot."""
+        slot = hash_slot(self.ready)
+        strays = {role: key for role, key in self.all_keys().items() if hash_slot(key) != slot}
+        if strays:
+            listing = ", ".join(
+                f"{role}={key!r} (slot {hash_slot(key)})" for role, key in strays.items()
+            )
+            tag = _suggest(self.ready)
+            raise ConfigurationError(
+                f"the keys of queue {self.ready!r} (slot {slot}) fall in different Redis "
+                f"Cluster slots: {listing}. A multi-key move must stay on one slot: name the "
+                f"queue with a hash tag, queue={tag!r}, so its keys become {tag}, "
+                f"{tag}.processing, {tag}.claims…"
+            )
