@@ -18,7 +18,7 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    session.install(".")
+    session.install(".[redis]")
     install_group(session, "test")
     session.run("pytest", *session.posargs)
 
@@ -34,6 +34,6 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".")
+    session.install(".[redis]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")

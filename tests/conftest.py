@@ -3,36 +3,95 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
+import trio
+import trio.testing
 from hypothesis import settings
 
 import trioqueue
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from .redis_server import RedisServer, find_server_binary
 
 settings.register_profile("default", deadline=None, max_examples=100)
 settings.register_profile("ci", deadline=None, max_examples=200, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+# The Redis backend joins this list once it passes the whole contract suite (issue 6).
+BACKENDS = [pytest.param("memory", id="memory")]
 
-def _memory_factory() -> Callable[..., trioqueue.Backend]:
-    def make(capacity: int = 1000, retention: trioqueue.Retention | int | None = None):
-        if retention is None:
-            return trioqueue.MemoryBackend(capacity)
-        return trioqueue.MemoryBackend(capacity, retention=retention)
+MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A private Redis server for the whole session, on a free port (never 6379)."""
+    server = RedisServer(find_server_binary())
+    server.start()
+    yield server
+    server.close()
+
+
+async def _connected(backend: trioqueue.RedisBackend) -> trioqueue.RedisBackend:
+    """Open *backend* in a system task that keeps it open until the Trio run ends."""
+    started = trio.Event()
+
+    async def hold() -> None:
+        async with backend:
+            started.set()
+            await trio.sleep_forever()
+
+    trio.lowlevel.spawn_system_task(hold)
+    await started.wait()
+    return backend
+
+
+@pytest.fixture(params=BACKENDS)
+def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
+    """``await make_backend(capacity=…, retention=…)``: a fresh, empty backend of each kind.
+
+    Redis backends get a queue of their own on the session's private server, and
+    run on Trio's clock so the mock-clock tests mean the same on both.
+    """
+    kind = request.param
+
+    async def make(
+        capacity: int = 1000, retention: trioqueue.Retention | int | None = None
+    ) -> trioqueue.Backend:
+        options = {} if retention is None else {"retention": retention}
+        if kind == "memory":
+            return trioqueue.MemoryBackend(capacity, **options)
+        server = request.getfixturevalue("redis_server")
+        backend = trioqueue.RedisBackend(
+            server.url,
+            queue="{t-" + uuid.uuid4().hex[:12] + "}",
+            capacity=capacity,
+            clock=trio.current_time,
+            **options,
+        )
+        return await _connected(backend)
+
+    make.kind = kind  # type: ignore[attr-defined]
     return make
 
 
-@pytest.fixture(params=[pytest.param("memory", id="memory")])
-def make_backend(request: pytest.FixtureRequest) -> Callable[..., trioqueue.Backend]:
-    """Build a fresh, empty backend of each kind; contract tests take this fixture."""
-    if request.param == "memory":
-        return _memory_factory()
-    raise AssertionError(f"unknown backend {request.param}")  # pragma: no cover
+@pytest.fixture
+def autojump_clock(request: pytest.FixtureRequest) -> trio.testing.MockClock:
+    """pytest-trio's autojump clock; with a Redis backend it jumps only after 50 ms idle.
+
+    Waiting for a Redis reply leaves every task blocked; a clock that jumped at
+    once would fire timeouts while the reply is on its way.
+    """
+    callspec = getattr(request.node, "callspec", None)
+    kind = callspec.params.get("make_backend") if callspec else None
+    return trio.testing.MockClock(autojump_threshold=0.05 if kind == "redis" else 0)
+
+
+async def settle() -> None:
+    """Wait until every task has been blocked for a moment (Redis replies included)."""
+    await trio.testing.wait_all_tasks_blocked(cushion=0.02)
 
 
 def collect(records: list[trioqueue.Job]) -> trioqueue.Handler:

@@ -35,6 +35,7 @@ EXPECTED = {
     "Queue",
     "QueueFull",
     "Receipt",
+    "RedisBackend",
     "Retention",
     "Retry",
     "RetryPolicy",

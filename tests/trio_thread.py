@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 class TrioThread:
-    def __init__(self) -> None:
+    def __init__(self, cushion: float = 0.0) -> None:
+        self.cushion = cushion  # real seconds every task must stay blocked to count as settled
         self.clock = trio.testing.MockClock()
         self.clock.autojump_threshold = math.inf
         self._started = threading.Event()
@@ -59,7 +60,7 @@ class TrioThread:
 
         async def step() -> T:
             result = await fn(*args)
-            await trio.testing.wait_all_tasks_blocked()
+            await trio.testing.wait_all_tasks_blocked(cushion=self.cushion)
             return result
 
         return trio.from_thread.run(step, trio_token=self._token)

@@ -15,6 +15,13 @@ from ._backend import NewJob as NewJob
 from ._backend import Receipt as Receipt
 from ._backend import SweepReport as SweepReport
 from ._backends._memory import MemoryBackend as MemoryBackend
+
+try:
+    from ._backends._redis import RedisBackend as RedisBackend
+except ImportError as _redis_missing:  # the optional extra is not installed
+    from ._backends._redis_missing import make_stub
+
+    RedisBackend = make_stub(str(_redis_missing))  # type: ignore[misc,assignment]
 from ._exceptions import ConfigurationError as ConfigurationError
 from ._exceptions import Drop as Drop
 from ._exceptions import IdempotencyConflict as IdempotencyConflict
@@ -67,6 +74,7 @@ __all__ = [
     "Queue",
     "QueueFull",
     "Receipt",
+    "RedisBackend",
     "Retention",
     "Retry",
     "RetryPolicy",

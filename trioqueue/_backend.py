@@ -18,7 +18,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._metrics import Metrics
+    from ._metrics import Metrics, MetricsSnapshot
     from ._records import ErrorInfo, Job, JobRecord
 
 __all__ = ["AddMode", "Backend", "Claim", "NewJob", "Receipt", "SweepReport"]
@@ -99,7 +99,12 @@ class Backend(Protocol):
 
     @property
     def metrics(self) -> Metrics:
-        """The backend's counters, gauges and histograms."""
+        """Counters and histograms of this process (all of them, for an embedded backend)."""
+        ...
+
+    @property
+    def default_lease(self) -> float:
+        """Seconds a claim holds without renewal, when the pool does not say."""
         ...
 
     def now(self) -> float:
@@ -156,6 +161,10 @@ class Backend(Protocol):
 
     async def sweep(self) -> SweepReport:
         """Schedule stored jobs when there is room, recover expired claims, evict old records."""
+        ...
+
+    async def stats(self) -> MetricsSnapshot:
+        """Every counter and true gauge of the queue, as all its users see it."""
         ...
 
     async def pending(self) -> int:

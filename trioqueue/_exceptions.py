@@ -6,6 +6,8 @@ builtin that fits, so they can also catch narrowly. Messages say what to do.
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "ConfigurationError",
     "Drop",
@@ -102,8 +104,16 @@ class Retry(Exception):
     """
 
     def __init__(self, delay: float | None = None) -> None:
-        if delay is not None and not delay >= 0:
-            raise ConfigurationError(f"Retry(delay={delay!r}): the delay must be >= 0 seconds")
+        if delay is not None and (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not math.isfinite(delay)
+            or delay < 0
+        ):
+            raise ConfigurationError(
+                f"Retry(delay={delay!r}): give a finite number of seconds >= 0, or None to "
+                "retry at once"
+            )
         self.delay = delay
         super().__init__(f"retry requested (delay={delay!r})")
 

@@ -48,12 +48,27 @@ class Discard:
 Outcome = Ack | RetryAfter | DeadLetter | Discard
 
 
+def _signal_in_group(error: Exception) -> Exception:
+    """A `Drop` or `Retry` that a handler's nursery wrapped, if the group holds only that."""
+    if not isinstance(error, ExceptionGroup):
+        return error
+    for signal in (Drop, Retry):
+        matched, rest = error.split(signal)
+        if matched is not None and rest is None:
+            leaf: Exception = matched
+            while isinstance(leaf, ExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf
+    return error
+
+
 def decide(
     error: Exception | None, attempt: int, policy: RetryPolicy, rng: random.Random
 ) -> Outcome:
     """Decide the outcome of attempt number *attempt* (from 1) that ended with *error*."""
     if error is None:
         return Ack()
+    error = _signal_in_group(error)
     if isinstance(error, Drop):
         return Discard(reason=error.reason or "dropped by the handler")
     info = None if isinstance(error, Retry) else ErrorInfo.from_exception(error)

@@ -41,7 +41,14 @@ Handler = Callable[[Job], Awaitable[object]]
 """An async function run once per attempt; its return value completes the job."""
 
 
-def _check(name: str, value: float | None, *, minimum: float, allow_none: bool = False) -> None:
+def _check(
+    name: str,
+    value: float | None,
+    *,
+    minimum: float,
+    allow_none: bool = False,
+    where: str = "open_worker_pool",
+) -> None:
     if value is None and allow_none:
         return
     if (
@@ -51,7 +58,7 @@ def _check(name: str, value: float | None, *, minimum: float, allow_none: bool =
         or value < minimum
     ):
         raise ConfigurationError(
-            f"open_worker_pool({name}={value!r}): use a finite number >= {minimum}"
+            f"{where}({name}={value!r}): use a finite number >= {minimum}"
             + (", or None" if allow_none else "")
         )
 
@@ -115,18 +122,26 @@ class WorkerPool:
         self._handler = handler
         self._config = config
         self._rng = rng
+        # every claim from the moment it is claimed until the backend took its outcome
         self._held: dict[str, Claim] = {}
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         self._sleeping: set[trio.CancelScope] = set()
+        # a place per worker and per prefetched job: the fetcher claims only into one
+        self._slots = trio.Semaphore(config.workers + config.prefetch)
         self._send, self._receive = trio.open_memory_channel[Claim](config.prefetch)
         self._fetch_scope = trio.CancelScope()
         self._claim_wait: trio.CancelScope | None = None
         self._producer_finished = False
         self._stopping = False
+        self._deadline = math.inf  # set by shutdown: nothing may outlast it
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
+        self._shutdown_started = False
+        self._shutdown_done = trio.Event()
         self._report: ShutdownReport | None = None
+        self._finished_in_grace = 0
+        self._cancelled = 0
         self._released = 0
 
     def __repr__(self) -> str:
@@ -144,7 +159,7 @@ class WorkerPool:
 
     @property
     def metrics(self) -> Metrics:
-        """The backend's metrics; call ``.snapshot()`` to read them."""
+        """Metrics of this process; ``await backend.stats()`` gives the shared view."""
         return self._backend.metrics
 
     @property
@@ -179,33 +194,40 @@ class WorkerPool:
         Prefetched jobs are not started, retry sleepers stop at once, and every
         unfinished job (cancelled, prefetched, waiting to retry) is put back in
         the backend, where a later pool finishes it. A cancelled handler's
-        attempt is not counted as failed. Returns within *grace* plus the
-        backend's own time to put the jobs back (bounded by *io_timeout*).
-        Calling it again returns the first report.
+        attempt is neither failed nor counted. Returns by *grace* + *io_timeout*
+        at the latest, the time the backend gets to take the last outcomes and
+        the jobs put back; jobs it could not take in time are recovered by the
+        sweeper when their leases run out. Concurrent and later calls return
+        the first call's report.
 
         Raises:
             ConfigurationError: *grace* is negative or not a number.
         """
-        _check("grace", grace, minimum=0)
-        if self._report is not None:
-            await self._stopped.wait()
+        _check("grace", grace, minimum=0, where="WorkerPool.shutdown")
+        if self._shutdown_started:
+            await self._shutdown_done.wait()
+            assert self._report is not None
             return self._report
+        self._shutdown_started = True
+        now = trio.current_time()
+        self._deadline = now + grace + self._config.io_timeout
         self._stopping = True
         self._fetch_scope.cancel()
         for scope in self._sleeping:
             scope.cancel()
-        at_start = set(self._running)
-        with trio.move_on_after(grace):
+        with trio.move_on_at(now + grace):
             while self._running:
                 await self._running_changed.park()
-        cancelled = len(self._running)
         for scope in self._running.values():
             scope.cancel()
+        with trio.move_on_at(self._deadline):
+            await self._stopped.wait()
         self._report = ShutdownReport(
-            finished=len(at_start) - cancelled, cancelled=cancelled, released=0
+            finished=self._finished_in_grace,
+            cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
+            released=self._released,
         )
-        await self._stopped.wait()
-        self._report = attrs.evolve(self._report, released=self._released)
+        self._shutdown_done.set()
         logger.info(
             "shutdown: %d handlers finished in the grace period, %d cancelled, %d jobs put back",
             self._report.finished,
@@ -216,27 +238,9 @@ class WorkerPool:
 
     # --- tasks -----------------------------------------------------------------------
 
-    async def _fetch(self) -> None:
-        config = self._config
-        async with self._send:
-            with self._fetch_scope:
-                while True:
-                    if await self._drained():
-                        return
-                    stats = self._send.statistics()
-                    room = stats.max_buffer_size - stats.current_buffer_used
-                    want = max(1, min(config.batch_size, int(room) + stats.tasks_waiting_receive))
-                    claims: list[Claim] = []
-                    # mark_producer_finished() cancels this wait so the check above runs
-                    with trio.CancelScope() as self._claim_wait:
-                        claims = await self._backend.claim(
-                            want, lease=config.lease, block=config.poll_interval
-                        )
-                    self._claim_wait = None
-                    for claim in claims:
-                        self._held[claim.token] = claim
-                    for claim in claims:
-                        await self._send.send(claim)
+    def _io_deadline(self) -> float:
+        """When a shielded call to the backend must give up."""
+        return min(trio.current_time() + self._config.io_timeout, self._deadline)
 
     async def _drained(self) -> bool:
         """Whether the producer is finished and nothing is pending, here or anywhere."""
@@ -244,11 +248,49 @@ class WorkerPool:
             return False
         return await self._backend.pending() == 0
 
+    async def _fetch(self) -> None:
+        config = self._config
+        async with self._send:
+            with self._fetch_scope:
+                while not await self._drained():
+                    await self._slots.acquire()  # a worker or a prefetch place is free
+                    want = 1
+                    while want < config.batch_size and self._try_take_slot():
+                        want += 1
+                    claims: list[Claim] = []
+                    try:
+                        if await self._drained():
+                            return
+                        # mark_producer_finished() and the last outcome cancel this wait,
+                        # so the drain check above runs at once
+                        with trio.CancelScope() as self._claim_wait:
+                            claims = await self._backend.claim(
+                                want, lease=config.lease, block=config.poll_interval
+                            )
+                        self._claim_wait = None
+                        for claim in claims:
+                            self._held[claim.token] = claim
+                    finally:
+                        for _ in range(want - len(claims)):
+                            self._slots.release()
+                    for claim in claims:
+                        await self._send.send(claim)
+
+    def _try_take_slot(self) -> bool:
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        return True
+
     async def _work(self) -> None:
         async for claim in self._receive:
-            if not self._stopping:
-                await self._attempt(claim)
-            # when stopping, the claim stays held and is released at the end
+            try:
+                if not self._stopping:
+                    await self._attempt(claim)
+                # when stopping, the claim stays held and is released at the end
+            finally:
+                self._slots.release()
 
     async def _attempt(self, claim: Claim) -> None:
         backend, job = self._backend, claim.job
@@ -275,15 +317,17 @@ class WorkerPool:
                 del self._running[claim.token]
                 self._running_changed.unpark_all()
         if scope.cancel_called and (scope.cancelled_caught or error is not None):
+            self._cancelled += 1
             return  # cancelled by shutdown: not an attempt; released at the end
+        if self._stopping:
+            self._finished_in_grace += 1
         metrics.handler_time.observe(trio.current_time() - started)
         outcome = decide(error, job.attempt, self._config.retry, self._rng)
         await self._report_outcome(claim, outcome)
 
     async def _report_outcome(self, claim: Claim, outcome: Outcome) -> None:
         backend, job = self._backend, claim.job
-        with trio.CancelScope(shield=True) as shield:
-            shield.deadline = trio.current_time() + self._config.io_timeout
+        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
             match outcome:
                 case Ack():
                     await backend.ack(claim)
@@ -305,32 +349,42 @@ class WorkerPool:
                     )
         if shield.cancelled_caught:
             logger.warning("job %s: the backend did not take the outcome in time", job.id)
-            return  # still held: released at the end
-        if isinstance(outcome, RetryAfter) and not self._stopping:
+            await self._give_back(claim)
+        elif isinstance(outcome, RetryAfter) and not self._stopping:
             assert self._work_nursery is not None
-            self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay)
+            sleeper = trio.CancelScope()  # registered now, so a shutdown can cancel it
+            self._sleeping.add(sleeper)
+            self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay, sleeper)
         elif not isinstance(outcome, RetryAfter):
             self._forget(claim)
 
+    async def _give_back(self, claim: Claim) -> None:
+        """Release one claim now; if even that fails, stop renewing it so it is recovered."""
+        with trio.CancelScope(shield=True, deadline=self._io_deadline()):
+            self._released += await self._backend.release([claim])
+        self._forget(claim)
+
     def _forget(self, claim: Claim) -> None:
         """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
-        del self._held[claim.token]
+        self._held.pop(claim.token, None)
         if self._producer_finished and not self._held and self._claim_wait is not None:
             self._claim_wait.cancel()
 
-    async def _sleep_then_requeue(self, claim: Claim, delay: float) -> None:
-        with trio.CancelScope() as scope:
-            self._sleeping.add(scope)
-            try:
+    async def _sleep_then_requeue(
+        self, claim: Claim, delay: float, scope: trio.CancelScope
+    ) -> None:
+        try:
+            with scope:
                 await trio.sleep(delay)
-            finally:
-                self._sleeping.discard(scope)
-        if scope.cancelled_caught:
+        finally:
+            self._sleeping.discard(scope)
+        if scope.cancel_called:
             return  # shutdown: released at the end
-        with trio.CancelScope(shield=True) as shield:
-            shield.deadline = trio.current_time() + self._config.io_timeout
+        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
             await self._backend.requeue(claim)
-        if not shield.cancelled_caught:
+        if shield.cancelled_caught:
+            await self._give_back(claim)
+        else:
             self._forget(claim)
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
@@ -342,21 +396,23 @@ class WorkerPool:
                     nursery.start_soon(self._work)
                 task_status.started()
         finally:
-            await self._release_held()
-            self._stopped.set()
+            try:
+                await self._release_held()
+            finally:
+                self._stopped.set()
 
     async def _release_held(self) -> None:
         if not self._held:
             return
-        with trio.CancelScope(shield=True) as shield:
-            shield.deadline = trio.current_time() + self._config.io_timeout
-            self._released += await self._backend.release(list(self._held.values()))
-            self._held.clear()
+        held = list(self._held.values())
+        self._held.clear()  # in place: the lease renewer holds this same dict
+        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
+            self._released += await self._backend.release(held)
         if shield.cancelled_caught:
             logger.error(
-                "%d jobs could not be put back in time; the backend recovers them "
-                "when their leases run out",
-                len(self._held),
+                "%d jobs could not be put back in time; they are recovered when their "
+                "leases run out",
+                len(held),
             )
 
 
@@ -376,7 +432,7 @@ async def open_worker_pool(
     handler_timeout: float | None = None,
     prefetch: int = 0,
     batch_size: int = 32,
-    lease: float = 30.0,
+    lease: float | None = None,
     sweep_interval: float = 1.0,
     poll_interval: float = 1.0,
     io_timeout: float = 5.0,
@@ -405,6 +461,7 @@ async def open_worker_pool(
         batch_size: Most jobs claimed in one call to the backend.
         lease: Seconds a claim holds without renewal; the pool renews its
             claims every third of it, and the sweeper puts expired ones back.
+            None takes the backend's default (its ``min_idle`` on Redis).
         sweep_interval: Seconds between sweeps (scheduling stored jobs,
             recovering expired claims, evicting old records).
         poll_interval: Longest wait for work in one claim call.
@@ -420,7 +477,7 @@ async def open_worker_pool(
         handler_timeout=handler_timeout,
         prefetch=prefetch,
         batch_size=batch_size,
-        lease=lease,
+        lease=backend.default_lease if lease is None else lease,
         sweep_interval=sweep_interval,
         poll_interval=poll_interval,
         io_timeout=io_timeout,
@@ -443,6 +500,11 @@ async def open_worker_pool(
                 await pool.wait_stopped()
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        raise _unwrap(group) from None
+        pool_error = _unwrap(group)
+        if body_error is None or isinstance(body_error, trio.Cancelled):
+            raise pool_error from None  # the body was only cancelled because the pool failed
+        raise BaseExceptionGroup(
+            "the worker pool failed while its body was failing", [body_error, pool_error]
+        ) from None
     if body_error is not None:
         raise body_error

@@ -8,7 +8,7 @@ from ._backend import AddMode, Backend, NewJob, Receipt
 from ._payload import canonical_json, new_job_id, payload_hash
 
 if TYPE_CHECKING:
-    from ._metrics import Metrics
+    from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 
 __all__ = ["Queue"]
@@ -92,6 +92,10 @@ class Queue:
         `QueueFull`.
         """
         return await self._backend.add(_prepare(payload, id), AddMode.SUBMIT)
+
+    async def stats(self) -> MetricsSnapshot:
+        """Every counter and gauge of the queue, as all its users see it."""
+        return await self._backend.stats()
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if it is unknown or was evicted."""

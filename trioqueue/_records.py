@@ -98,7 +98,8 @@ class JobRecord:
     id: str
     """The job id: the caller's, or a fresh one."""
     payload: Any
-    """The JSON payload, as decoded from its canonical form."""
+    """The JSON payload, as decoded from its canonical form (the raw bytes of a
+    record another client pushed that never decoded, which is a dead letter)."""
     payload_hash: str
     """Hex SHA-256 of the canonical payload; idempotent enqueue compares it."""
     state: JobState

@@ -9,21 +9,23 @@ import trio.testing
 import trioqueue
 from trioqueue import ConfigurationError, Queue, QueueFull
 
+from ..conftest import settle
+
 
 async def test_try_enqueue_on_a_full_queue_raises_and_accepts_nothing(make_backend):
-    backend = make_backend(capacity=2)
+    backend = await make_backend(capacity=2)
     queue = Queue(backend)
     await queue.try_enqueue({"n": 1})
     await queue.try_enqueue({"n": 2})
     with pytest.raises(QueueFull, match=r"full \(2 ready jobs\).*enqueue\(\)"):
         await queue.try_enqueue({"n": 3}, id="third")
     assert await queue.status("third") is None
-    snap = queue.metrics.snapshot()
+    snap = await queue.stats()
     assert (snap.enqueued, snap.gauges.queue_depth, await backend.pending()) == (2, 2, 2)
 
 
 async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
-    backend = make_backend(capacity=1)
+    backend = await make_backend(capacity=1)
     queue = Queue(backend)
     await queue.enqueue("first")
     accepted = trio.Event()
@@ -33,10 +35,10 @@ async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
         accepted.set()
 
     nursery.start_soon(producer)
-    await trio.testing.wait_all_tasks_blocked()
+    await settle()
     assert not accepted.is_set()
     assert await queue.status("second") is None
-    assert queue.metrics.snapshot().gauges.queue_depth == 1
+    assert (await queue.stats()).gauges.queue_depth == 1
 
     [claim] = await backend.claim(1, lease=30, block=1)
     assert claim.job.payload == "first"
@@ -44,23 +46,23 @@ async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
     record = await queue.status("second")
     assert record is not None
     assert record.queued
-    assert queue.metrics.snapshot().gauges.queue_depth == 1
+    assert (await queue.stats()).gauges.queue_depth == 1
 
 
 async def test_an_enqueue_cancelled_while_waiting_accepts_nothing(make_backend, autojump_clock):
-    queue = Queue(make_backend(capacity=1))
+    queue = Queue(await make_backend(capacity=1))
     await queue.enqueue("first")
     with trio.move_on_after(5) as scope:
         await queue.enqueue("second", id="second")
     assert scope.cancelled_caught
     assert await queue.status("second") is None
-    assert queue.metrics.snapshot().enqueued == 1
+    assert (await queue.stats()).enqueued == 1
 
 
 @pytest.mark.parametrize("capacity", [0, -1])
-def test_capacity_below_one_is_refused(make_backend, capacity):
+async def test_capacity_below_one_is_refused(make_backend, capacity):
     with pytest.raises(ConfigurationError, match=r"capacity.*>= 1"):
-        make_backend(capacity=capacity)
+        await make_backend(capacity=capacity)
 
 
 def test_memory_backend_refuses_a_non_integer_capacity():
@@ -70,11 +72,11 @@ def test_memory_backend_refuses_a_non_integer_capacity():
 
 async def test_the_ready_queue_never_exceeds_capacity_during_a_run(make_backend, autojump_clock):
     capacity = 3
-    backend = make_backend(capacity=capacity)
+    backend = await make_backend(capacity=capacity)
     depths: list[int] = []
 
     async def handler(job: trioqueue.Job) -> None:
-        depths.append(backend.metrics.snapshot().gauges.queue_depth)
+        depths.append((await backend.stats()).gauges.queue_depth)
         await trio.sleep(0.5)
         if job.attempt == 1 and job.payload % 3 == 0:
             raise RuntimeError("fail once")
@@ -84,6 +86,6 @@ async def test_the_ready_queue_never_exceeds_capacity_during_a_run(make_backend,
         queue = Queue(pool.backend)
         for i in range(30):
             await queue.enqueue(i)
-            depths.append(backend.metrics.snapshot().gauges.queue_depth)
+            depths.append((await backend.stats()).gauges.queue_depth)
     assert max(depths) == capacity  # reached, never exceeded
-    assert backend.metrics.snapshot().succeeded == 30
+    assert (await backend.stats()).succeeded == 30

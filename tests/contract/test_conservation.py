@@ -29,7 +29,7 @@ from trioqueue import IdempotencyConflict, JobState, Queue, QueueFull, RetryPoli
 from ..trio_thread import TrioThread
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
 COUNTERS = [
     "enqueued",
@@ -66,11 +66,12 @@ async def handler(job: trioqueue.Job) -> None:
 
 
 class ConservationMachine(RuleBasedStateMachine):
-    make_backend: Callable[..., trioqueue.Backend]
+    make_backend: Callable[..., Awaitable[trioqueue.Backend]]
 
     def __init__(self) -> None:
         super().__init__()
-        self.loop = TrioThread()
+        remote = getattr(type(self).make_backend, "kind", "memory") != "memory"
+        self.loop = TrioThread(cushion=0.01 if remote else 0.0)
         self.pool: trioqueue.WorkerPool | None = None
         self.payloads: dict[str, Any] = {}  # the model: id -> accepted payload
         self.previous: trioqueue.MetricsSnapshot | None = None
@@ -79,7 +80,7 @@ class ConservationMachine(RuleBasedStateMachine):
     def start(self, capacity: int, workers: int) -> None:
         self.capacity = capacity
         self.workers = workers
-        self.backend = type(self).make_backend(capacity=capacity)
+        self.backend = self.loop.run(type(self).make_backend, capacity)
         self.queue = Queue(self.backend)
         self.start_pool()
 
@@ -98,6 +99,9 @@ class ConservationMachine(RuleBasedStateMachine):
 
         self.pool = self.loop.run(start)
 
+    def stats(self) -> trioqueue.MetricsSnapshot:
+        return self.loop.run(self.backend.stats)
+
     # --- producers ---------------------------------------------------------------------
 
     def _accepts(self, job_id: str | None, payload: Any) -> str:
@@ -108,7 +112,7 @@ class ConservationMachine(RuleBasedStateMachine):
 
     def _enqueue_now(self, method: str, job_id: str | None, payload: Any) -> None:
         expected = self._accepts(job_id, payload)
-        depth = self.backend.metrics.snapshot().gauges.queue_depth
+        depth = self.stats().gauges.queue_depth
 
         async def call() -> trioqueue.Receipt | BaseException:
             try:
@@ -209,13 +213,13 @@ class ConservationMachine(RuleBasedStateMachine):
 
     @invariant()
     def conservation_holds(self) -> None:
-        snap = self.backend.metrics.snapshot()
+        snap = self.stats()
         assert snap.conserved, snap
         assert snap.enqueued == len(self.payloads)
 
     @invariant()
     def counters_never_decrease(self) -> None:
-        snap = self.backend.metrics.snapshot()
+        snap = self.stats()
         if self.previous is not None:
             for name in COUNTERS:
                 assert getattr(snap, name) >= getattr(self.previous, name), name
@@ -229,7 +233,7 @@ class ConservationMachine(RuleBasedStateMachine):
 
         by_id = {r.id: r for r in self.loop.run(records)}
         assert set(by_id) == set(self.payloads)  # retention is large: nothing evicted
-        g = self.backend.metrics.snapshot().gauges
+        g = self.stats().gauges
         waiting = [
             r for r in by_id.values() if r.state in (JobState.RECEIVED, JobState.FAILED_RETRY)
         ]
@@ -239,7 +243,7 @@ class ConservationMachine(RuleBasedStateMachine):
         assert g.dead == sum(r.state is JobState.FAILED for r in by_id.values())
         held_by_pool = self.pool.held if self.pool is not None else 0
         assert g.inflight + g.retry_waiting == held_by_pool
-        snap = self.backend.metrics.snapshot()
+        snap = self.stats()
         assert snap.succeeded >= sum(r.state is JobState.COMPLETED for r in by_id.values())
 
     def teardown(self) -> None:
@@ -263,7 +267,7 @@ class ConservationMachine(RuleBasedStateMachine):
                         pass
 
             self.loop.run(drain)
-            snap = self.backend.metrics.snapshot()
+            snap = self.stats()
             assert snap.gauges.held == 0
             assert snap.conserved
         finally:

@@ -11,7 +11,7 @@ from ..conftest import collect
 
 
 async def test_same_id_and_payload_returns_the_existing_job_and_runs_once(make_backend):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     first = await queue.enqueue({"a": 1, "b": [1, 2]}, id="job-1")
     again = await queue.enqueue({"b": [1, 2], "a": 1}, id="job-1")  # key order differs
@@ -21,12 +21,12 @@ async def test_same_id_and_payload_returns_the_existing_job_and_runs_once(make_b
     async with trioqueue.open_worker_pool(backend, collect(seen)):
         pass
     assert [job.id for job in seen] == ["job-1"]
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.enqueued, snap.deduplicated, snap.succeeded) == (1, 1, 1)
 
 
 async def test_same_id_with_another_payload_conflicts_and_keeps_the_original(make_backend):
-    queue = Queue(make_backend())
+    queue = Queue(await make_backend())
     await queue.enqueue({"v": 1}, id="x")
     with pytest.raises(IdempotencyConflict, match=r"'x' already exists with a different payload"):
         await queue.enqueue({"v": 2}, id="x")
@@ -35,19 +35,19 @@ async def test_same_id_with_another_payload_conflicts_and_keeps_the_original(mak
     record = await queue.status("x")
     assert record is not None
     assert record.payload == {"v": 1}
-    snap = queue.metrics.snapshot()
+    snap = await queue.stats()
     assert (snap.enqueued, snap.conflicts) == (1, 2)
 
 
 async def test_a_job_without_an_id_gets_a_fresh_one(make_backend):
-    queue = Queue(make_backend())
+    queue = Queue(await make_backend())
     receipts = [await queue.enqueue({"same": True}) for _ in range(3)]
     assert len({r.id for r in receipts}) == 3
     assert not any(r.deduplicated for r in receipts)
 
 
 async def test_a_duplicate_is_found_even_when_the_queue_is_full(make_backend):
-    queue = Queue(make_backend(capacity=1))
+    queue = Queue(await make_backend(capacity=1))
     await queue.try_enqueue("only", id="only")
     receipt = await queue.try_enqueue("only", id="only")
     assert receipt.deduplicated
@@ -57,11 +57,11 @@ async def test_a_duplicate_is_found_even_when_the_queue_is_full(make_backend):
 
 @pytest.mark.parametrize("payload", [{1, 2}, b"bytes", object(), float("nan"), {"k": float("inf")}])
 async def test_a_payload_that_is_not_json_is_refused_with_a_type_error(make_backend, payload):
-    queue = Queue(make_backend())
+    queue = Queue(await make_backend())
     with pytest.raises(TypeError, match="JSON-serialisable"):
         await queue.enqueue(payload, id="bad")
     assert await queue.status("bad") is None
-    assert queue.metrics.snapshot().enqueued == 0
+    assert (await queue.stats()).enqueued == 0
 
 
 @pytest.mark.parametrize(
@@ -69,14 +69,14 @@ async def test_a_payload_that_is_not_json_is_refused_with_a_type_error(make_back
     [(7, TypeError, "must be a str"), ("", ValueError, "1 to 256"), ("x" * 257, ValueError, "256")],
 )
 async def test_a_bad_id_is_refused(make_backend, job_id, error, match):
-    queue = Queue(make_backend())
+    queue = Queue(await make_backend())
     with pytest.raises(error, match=match):
         await queue.enqueue({}, id=job_id)
-    assert queue.metrics.snapshot().enqueued == 0
+    assert (await queue.stats()).enqueued == 0
 
 
 async def test_a_finished_job_is_deduplicated_until_its_record_is_evicted(make_backend):
-    backend = make_backend(retention=1)
+    backend = await make_backend(retention=1)
     queue = Queue(backend)
     seen: list[trioqueue.Job] = []
     async with trioqueue.open_worker_pool(backend, collect(seen)):

@@ -16,7 +16,7 @@ class Boom(Exception):
 
 
 async def test_a_returning_handler_completes_the_job(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> str:
         return "ok"
@@ -26,14 +26,14 @@ async def test_a_returning_handler_completes_the_job(make_backend, autojump_cloc
     record = await backend.status("j")
     assert record is not None
     assert (record.state, record.attempts, record.queued) == (JobState.COMPLETED, 1, False)
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.processed, snap.succeeded, snap.failed, snap.retries) == (1, 1, 0, 0)
     assert snap.handler_time.count == 1
     assert snap.end_to_end.count == 1
 
 
 async def test_a_failure_is_retried_and_then_succeeds(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         if job.attempt == 1:
@@ -47,14 +47,14 @@ async def test_a_failure_is_retried_and_then_succeeds(make_backend, autojump_clo
     assert record.last_error is not None
     assert record.last_error.message == "first attempt fails"
     assert record.last_error.type.endswith("Boom")
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.processed, snap.succeeded, snap.failed, snap.retries) == (2, 1, 1, 1)
 
 
 async def test_exhausted_attempts_dead_letter_the_job_with_its_last_error(
     make_backend, autojump_clock
 ):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         raise Boom(f"attempt {job.attempt}")
@@ -66,7 +66,7 @@ async def test_exhausted_attempts_dead_letter_the_job_with_its_last_error(
     assert (dead.id, dead.state, dead.attempts) == ("j", JobState.FAILED, 3)
     assert dead.last_error == trioqueue.ErrorInfo(type=dead.last_error.type, message="attempt 3")
     assert dead.reason == "failed 3 of 3 attempts"
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.processed, snap.failed, snap.retries, snap.dead_lettered) == (3, 3, 2, 1)
     assert snap.gauges.dead == 1
     assert snap.conserved
@@ -76,7 +76,7 @@ async def test_retry_delays_follow_the_policy_and_the_seed(make_backend, autojum
     retry = RetryPolicy(max_attempts=6, base_delay=1.0, max_delay=5.0)
 
     async def run(seed: int) -> list[float]:
-        backend = make_backend()
+        backend = await make_backend()
         starts: list[float] = []
 
         async def handler(job: trioqueue.Job) -> None:
@@ -96,7 +96,7 @@ async def test_retry_delays_follow_the_policy_and_the_seed(make_backend, autojum
 
 
 async def test_raising_retry_runs_the_job_again_after_the_delay(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     starts: list[float] = []
 
     async def handler(job: trioqueue.Job) -> None:
@@ -112,12 +112,12 @@ async def test_raising_retry_runs_the_job_again_after_the_delay(make_backend, au
     record = await backend.status("j")
     assert record is not None
     assert (record.state, record.attempts, record.last_error) == (JobState.COMPLETED, 3, None)
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.retries, snap.failed) == (2, 0)  # asking for a retry is not a failure
 
 
 async def test_retry_with_no_attempts_left_dead_letters(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         raise Retry()
@@ -131,7 +131,7 @@ async def test_retry_with_no_attempts_left_dead_letters(make_backend, autojump_c
 
 
 async def test_drop_finishes_the_job_without_dead_lettering(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         raise Drop("not wanted")
@@ -142,13 +142,13 @@ async def test_drop_finishes_the_job_without_dead_lettering(make_backend, autoju
     assert record is not None
     assert (record.state, record.reason, record.attempts) == (JobState.DROPPED, "not wanted", 1)
     assert await backend.dead_letters() == []
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.dropped, snap.failed, snap.dead_lettered, snap.processed) == (1, 0, 0, 1)
     assert snap.conserved
 
 
 async def test_requeue_dead_puts_the_job_back_with_fresh_attempts(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     healthy = False
 
@@ -168,13 +168,13 @@ async def test_requeue_dead_puts_the_job_back_with_fresh_attempts(make_backend, 
     record = await queue.status("j")
     assert record is not None
     assert (record.state, record.attempts) == (JobState.COMPLETED, 1)
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.dead_lettered, snap.dead_requeued, snap.succeeded) == (1, 1, 1)
     assert snap.conserved
 
 
 async def test_requeue_dead_of_an_unknown_id_says_so(make_backend):
-    queue = Queue(make_backend())
+    queue = Queue(await make_backend())
     await queue.enqueue("p", id="alive")
     for job_id in ("missing", "alive"):
         with pytest.raises(JobNotFound, match=rf"no job '{job_id}' among the dead letters"):

@@ -10,7 +10,7 @@ from trioqueue import ConfigurationError, JobState, Queue, Retry, RetryPolicy
 
 
 async def test_at_most_workers_handlers_run_at_once(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     running = 0
     peak = 0
 
@@ -32,7 +32,7 @@ async def test_at_most_workers_handlers_run_at_once(make_backend, autojump_clock
 async def test_a_handler_timeout_is_an_ordinary_failure_that_is_retried(
     make_backend, autojump_clock
 ):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         if job.attempt == 1:
@@ -47,7 +47,7 @@ async def test_a_handler_timeout_is_an_ordinary_failure_that_is_retried(
     assert record.last_error is not None
     assert record.last_error.type == "TimeoutError"
     assert "handler_timeout=2s" in record.last_error.message
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.failed, snap.retries, snap.succeeded) == (1, 1, 1)
     assert trio.current_time() <= 2 + 1
 
@@ -56,7 +56,7 @@ async def test_capacity_one_with_always_failing_jobs_dead_letters_all_without_de
     make_backend, autojump_clock
 ):
     """The seed's deadlock test: retries must not sleep on the full queue."""
-    backend = make_backend(capacity=1)
+    backend = await make_backend(capacity=1)
 
     async def handler(job: trioqueue.Job) -> None:
         raise RuntimeError("always fails")
@@ -69,12 +69,12 @@ async def test_capacity_one_with_always_failing_jobs_dead_letters_all_without_de
     dead = await backend.dead_letters()
     assert sorted(r.id for r in dead) == sorted(str(i) for i in range(10))
     assert all(r.attempts == 3 for r in dead)
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.dead_lettered, snap.failed, snap.retries, snap.gauges.held) == (10, 30, 20, 0)
 
 
 async def test_a_job_waiting_to_retry_does_not_hold_a_worker(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     finished: dict[str, float] = {}
 
     async def handler(job: trioqueue.Job) -> None:
@@ -95,7 +95,7 @@ async def test_a_job_waiting_to_retry_does_not_hold_a_worker(make_backend, autoj
 async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
     make_backend, autojump_clock
 ):
-    backend = make_backend(capacity=1)
+    backend = await make_backend(capacity=1)
     attempts = 0
 
     async def handler(job: trioqueue.Job) -> None:
@@ -113,12 +113,12 @@ async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
             for p in range(3):
                 for i in range(5):
                     producers.start_soon(Queue(backend).enqueue, (p, i))
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.succeeded, attempts) == (15, 45)
 
 
 async def test_prefetch_and_batches_still_run_each_job_once(make_backend, autojump_clock):
-    backend = make_backend(capacity=50)
+    backend = await make_backend(capacity=50)
     ids: list[str] = []
 
     async def handler(job: trioqueue.Job) -> None:
@@ -145,7 +145,7 @@ async def test_prefetch_and_batches_still_run_each_job_once(make_backend, autoju
     ],
 )
 async def test_bad_pool_settings_are_refused_before_anything_starts(make_backend, options, match):
-    backend = make_backend()
+    backend = await make_backend()
     await Queue(backend).enqueue("p")
 
     async def handler(job: trioqueue.Job) -> None:

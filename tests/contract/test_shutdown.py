@@ -9,11 +9,11 @@ import trio.testing
 import trioqueue
 from trioqueue import JobState, Queue, RetryPolicy
 
-from ..conftest import collect
+from ..conftest import collect, settle
 
 
 async def test_leaving_the_block_drains_every_job(make_backend, autojump_clock):
-    backend = make_backend(capacity=4)
+    backend = await make_backend(capacity=4)
     seen: list[trioqueue.Job] = []
     async with trioqueue.open_worker_pool(backend, collect(seen), workers=2):
         for i in range(25):
@@ -24,7 +24,7 @@ async def test_leaving_the_block_drains_every_job(make_backend, autojump_clock):
 
 async def test_the_pool_waits_for_a_slow_producer_to_finish(make_backend, autojump_clock, nursery):
     """The seed's early-shutdown loss: an empty queue must not stop the pool."""
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     seen: list[trioqueue.Job] = []
     finished_at: list[float] = []
@@ -48,7 +48,7 @@ async def test_the_pool_waits_for_a_slow_producer_to_finish(make_backend, autoju
 
 
 async def test_shutdown_of_an_idle_pool_returns_at_once(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     async with trioqueue.open_worker_pool(backend, collect([])) as pool:
         start = trio.current_time()
         report = await pool.shutdown(grace=30)
@@ -58,7 +58,7 @@ async def test_shutdown_of_an_idle_pool_returns_at_once(make_backend, autojump_c
 
 
 async def test_shutdown_lets_running_handlers_finish_within_grace(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     done: list[str] = []
 
@@ -83,7 +83,7 @@ async def test_shutdown_lets_running_handlers_finish_within_grace(make_backend, 
 async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
     make_backend, autojump_clock
 ):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
 
     async def stuck(job: trioqueue.Job) -> None:
@@ -97,7 +97,7 @@ async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
         assert trio.current_time() == 6  # the deadline, not a moment later
     assert (report.finished, report.cancelled, report.clean) == (0, 2, False)
     assert report.released >= 2  # the cancelled ones, plus any claimed but not started
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.processed, snap.failed, snap.succeeded) == (0, 0, 0)  # cancelled ≠ failed
     assert snap.released == report.released
     assert await backend.pending() == 5
@@ -111,11 +111,11 @@ async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
         pass
     assert sorted(job.id for job in seen) == [str(i) for i in range(5)]
     assert all(job.attempt == 1 for job in seen)
-    assert backend.metrics.snapshot().conserved
+    assert (await backend.stats()).conserved
 
 
 async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     healthy = False
 
@@ -127,8 +127,8 @@ async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, au
     async with trioqueue.open_worker_pool(backend, handler, retry=retry, seed=1) as pool:
         for i in range(3):
             await queue.enqueue(i, id=str(i))
-        await trio.testing.wait_all_tasks_blocked()
-        assert backend.metrics.snapshot().gauges.retry_waiting == 3
+        await settle()
+        assert (await backend.stats()).gauges.retry_waiting == 3
         start = trio.current_time()
         report = await pool.shutdown(grace=10)
         assert trio.current_time() == start  # nothing was running: no need to wait
@@ -140,14 +140,14 @@ async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, au
     healthy = True
     async with trioqueue.open_worker_pool(backend, handler, retry=retry):
         pass
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.succeeded, snap.failed, snap.gauges.held) == (3, 3, 0)
 
 
 async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
     make_backend, autojump_clock
 ):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def handler(job: trioqueue.Job) -> None:
         await trio.sleep(2)
@@ -166,7 +166,7 @@ async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
 
 
 async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_clock):
-    async with trioqueue.open_worker_pool(make_backend(), collect([])) as pool:
+    async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         first = await pool.shutdown(grace=1)
         assert await pool.shutdown(grace=1) is first
 
@@ -174,7 +174,7 @@ async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_cl
 async def test_an_error_in_the_body_propagates_unwrapped_and_loses_nothing(
     make_backend, autojump_clock
 ):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def stuck(job: trioqueue.Job) -> None:
         await trio.sleep(1000)
@@ -189,12 +189,12 @@ async def test_an_error_in_the_body_propagates_unwrapped_and_loses_nothing(
     with pytest.raises(KeyError, match="from the body"):
         await use_pool()
     assert await backend.pending() == 4
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.gauges.inflight, snap.gauges.backlog, snap.failed) == (0, 4, 0)
 
 
 async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
 
     async def slow(job: trioqueue.Job) -> None:
         await trio.sleep(10)
@@ -204,7 +204,7 @@ async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend
             for i in range(10):
                 await Queue(backend).enqueue(i)
     # 3 finished at t=10; 3 more were running at t=15 and were cancelled
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert snap.succeeded == 3
     assert await backend.pending() == 7
     assert snap.gauges.inflight == 0
@@ -212,6 +212,6 @@ async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend
 
 
 async def test_a_negative_grace_is_refused(make_backend):
-    async with trioqueue.open_worker_pool(make_backend(), collect([])) as pool:
+    async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         with pytest.raises(trioqueue.ConfigurationError, match="grace"):
             await pool.shutdown(grace=-1)

@@ -8,45 +8,45 @@ import trio.testing
 import trioqueue
 from trioqueue import JobState, Queue, Retention
 
-from ..conftest import collect
+from ..conftest import collect, settle
 
 
 async def test_submit_stores_jobs_beyond_capacity_unqueued(make_backend, autojump_clock):
-    backend = make_backend(capacity=2)
+    backend = await make_backend(capacity=2)
     queue = Queue(backend)
     receipts = [await queue.submit(i, id=str(i)) for i in range(5)]
     assert [r.queued for r in receipts] == [True, True, False, False, False]
     record = await queue.status("4")
     assert record is not None
     assert (record.state, record.queued) == (JobState.RECEIVED, False)
-    gauges = queue.metrics.snapshot().gauges
+    gauges = (await queue.stats()).gauges
     assert (gauges.queue_depth, gauges.backlog) == (2, 5)
 
     seen: list[trioqueue.Job] = []
     async with trioqueue.open_worker_pool(backend, collect(seen), workers=1):
         pass
     assert [job.id for job in seen] == [str(i) for i in range(5)]  # accepted order kept
-    assert queue.metrics.snapshot().conserved
+    assert (await queue.stats()).conserved
 
 
 async def test_stored_jobs_are_scheduled_before_waiting_producers(make_backend, nursery):
-    backend = make_backend(capacity=1)
+    backend = await make_backend(capacity=1)
     queue = Queue(backend)
     await queue.enqueue("a", id="a")
     nursery.start_soon(queue.enqueue, "b")  # waits for room
-    await trio.testing.wait_all_tasks_blocked()
+    await settle()
     await queue.submit("s", id="s")  # stored unqueued, but accepted before "b"
     order = []
     for _ in range(3):
         [claim] = await backend.claim(1, lease=30, block=1)
         order.append(claim.job.payload)
-        await trio.testing.wait_all_tasks_blocked()
+        await settle()
         await backend.ack(claim)
     assert order == ["a", "s", "b"]
 
 
 async def test_the_sweeper_recovers_a_claim_whose_lease_ran_out(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     queue = Queue(backend)
     await queue.enqueue("p", id="j")
     [abandoned] = await backend.claim(1, lease=5, block=1)  # an owner that went away
@@ -65,12 +65,12 @@ async def test_the_sweeper_recovers_a_claim_whose_lease_ran_out(make_backend, au
     assert record is not None
     assert record.state is JobState.PROCESSING  # the new owner's claim is intact
     assert await backend.ack(fresh)
-    snap = backend.metrics.snapshot()
+    snap = await backend.stats()
     assert (snap.recovered, snap.stale, snap.succeeded) == (1, 1, 1)
 
 
 async def test_renewed_claims_are_not_recovered(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     await Queue(backend).enqueue("p")
     claims = await backend.claim(1, lease=5, block=1)
     for _ in range(10):
@@ -80,7 +80,7 @@ async def test_renewed_claims_are_not_recovered(make_backend, autojump_clock):
 
 
 async def test_a_pool_recovers_an_abandoned_claim_and_runs_it(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     await Queue(backend).enqueue("p", id="j")
     await backend.claim(1, lease=3, block=1)  # claimed by someone who never comes back
     seen: list[trioqueue.Job] = []
@@ -88,11 +88,11 @@ async def test_a_pool_recovers_an_abandoned_claim_and_runs_it(make_backend, auto
         pool.mark_producer_finished()
     assert [job.id for job in seen] == ["j"]
     assert trio.current_time() <= 3 + 1  # within the lease plus one sweep
-    assert backend.metrics.snapshot().recovered == 1
+    assert (await backend.stats()).recovered == 1
 
 
 async def test_a_long_handler_keeps_its_claim_by_renewing_it(make_backend, autojump_clock):
-    backend = make_backend()
+    backend = await make_backend()
     runs: list[str] = []
 
     async def slow(job: trioqueue.Job) -> None:
@@ -102,11 +102,11 @@ async def test_a_long_handler_keeps_its_claim_by_renewing_it(make_backend, autoj
     async with trioqueue.open_worker_pool(backend, slow, lease=5, sweep_interval=1):
         await Queue(backend).enqueue("p", id="j")
     assert runs == ["j"]
-    assert backend.metrics.snapshot().recovered == 0
+    assert (await backend.stats()).recovered == 0
 
 
 async def test_retention_keeps_the_newest_finished_records(make_backend, autojump_clock):
-    backend = make_backend(retention=3)
+    backend = await make_backend(retention=3)
     queue = Queue(backend)
 
     async def handler(job: trioqueue.Job) -> None:
@@ -124,7 +124,7 @@ async def test_retention_keeps_the_newest_finished_records(make_backend, autojum
 
 
 async def test_retention_by_age_is_applied_by_the_sweep(make_backend, autojump_clock):
-    backend = make_backend(retention=Retention(max_count=None, max_age=60))
+    backend = await make_backend(retention=Retention(max_count=None, max_age=60))
     queue = Queue(backend)
     async with trioqueue.open_worker_pool(backend, collect([])):
         await queue.enqueue("old", id="old")

@@ -12,7 +12,7 @@ import trio
 
 from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
 from .._exceptions import ConfigurationError, IdempotencyConflict, JobNotFound, QueueFull
-from .._metrics import Gauges, Metrics
+from .._metrics import Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, JobState, Retention, check_transition
 
 if TYPE_CHECKING:
@@ -90,6 +90,11 @@ class MemoryBackend:
             )
         self._capacity = capacity
         if not isinstance(retention, Retention):
+            if isinstance(retention, bool) or not isinstance(retention, int):
+                raise ConfigurationError(
+                    f"MemoryBackend(retention={retention!r}): pass a trioqueue.Retention, or a "
+                    "whole number of finished records to keep"
+                )
             retention = Retention(max_count=retention)
         self._retention = retention
         self._records: dict[str, _Entry] = {}
@@ -125,6 +130,11 @@ class MemoryBackend:
     def metrics(self) -> Metrics:
         """The backend's counters, gauges and histograms."""
         return self._metrics
+
+    @property
+    def default_lease(self) -> float:
+        """Seconds a claim holds without renewal unless the pool says otherwise."""
+        return 30.0
 
     def now(self) -> float:
         """Trio's clock."""
@@ -219,9 +229,12 @@ class MemoryBackend:
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job*; see `Backend.add`. Waits only in `AddMode.WAIT` on a full queue."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        woken = False
         while True:
             entry = self._records.get(job.id)
             if entry is not None:
+                if woken:
+                    self._room.unpark()  # this producer takes no room: pass the wakeup on
                 if entry.payload_hash != job.payload_hash:
                     self._metrics.conflicts += 1
                     raise IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
@@ -234,6 +247,7 @@ class MemoryBackend:
             if mode is AddMode.NOWAIT:
                 raise QueueFull(self._capacity)
             await self._room.park()  # cancelled here: nothing was accepted
+            woken = True
         now = self.now()
         entry = _Entry(
             id=job.id,
@@ -255,6 +269,11 @@ class MemoryBackend:
         await trio.lowlevel.checkpoint()
         entry = self._records.get(job_id)
         return None if entry is None else entry.record()
+
+    async def stats(self) -> MetricsSnapshot:
+        """The same as ``metrics.snapshot()``: one process holds everything."""
+        await trio.lowlevel.checkpoint()
+        return self._metrics.snapshot()
 
     async def pending(self) -> int:
         """Jobs accepted and not finished."""

@@ -1,0 +1,269 @@
+"""The pool against a slow or failing backend, and shutdown races (memory backend).
+
+Each test here was a defect found in review; it fails on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trioqueue
+from trioqueue import ConfigurationError, Drop, JobState, Queue, Retry
+
+
+class Stalling:
+    """A MemoryBackend whose chosen methods stall first (cancellably: then they do nothing)."""
+
+    def __init__(self, inner: trioqueue.MemoryBackend, *, stall: set[str], times: int = 1,
+                 fail: set[str] | None = None) -> None:  # fmt: skip
+        self.inner, self.stall, self.times, self.fail = inner, stall, times, fail or set()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name in self.fail:
+
+            async def broken(*args: Any, **kwargs: Any) -> Any:
+                raise ConnectionError(f"{name}: the backend went away")
+
+            return broken
+        if name in self.stall and self.times > 0:
+
+            async def slow(*args: Any, **kwargs: Any) -> Any:
+                self.times -= 1
+                await trio.sleep(3600)
+                return await attr(*args, **kwargs)
+
+            return slow
+        return attr
+
+
+async def test_a_shutdown_right_after_a_failure_stops_the_new_sleeper(autojump_clock):
+    backend = trioqueue.MemoryBackend()
+    failing = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        failing.set()
+        raise Retry(delay=100)
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=1) as pool:
+        await Queue(backend).enqueue("p", id="j")
+        await failing.wait()  # the sleeper is being started, not yet running
+        start = trio.current_time()
+        report = await pool.shutdown(grace=0)
+        assert trio.current_time() == start
+    assert report.released == 1
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.queued) == (JobState.FAILED_RETRY, True)
+
+
+async def test_an_outcome_the_backend_never_takes_is_given_back(autojump_clock):
+    memory = trioqueue.MemoryBackend()
+    backend = Stalling(memory, stall={"ack"})
+    runs: list[int] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        runs.append(job.attempt)
+
+    with trio.fail_after(100):  # the drain must not wait on the stuck claim
+        async with trioqueue.open_worker_pool(backend, handler, io_timeout=5):
+            await Queue(memory).enqueue("p", id="j")
+    assert runs == [1, 1]  # at least once: the first ack never landed
+    record = await memory.status("j")
+    assert record is not None
+    assert record.state is JobState.COMPLETED
+
+
+async def test_shutdown_returns_by_grace_plus_io_timeout_even_when_the_backend_stalls(
+    autojump_clock,
+):
+    memory = trioqueue.MemoryBackend()
+    backend = Stalling(memory, stall={"ack", "release"}, times=2)
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(4.9)
+
+    async with trioqueue.open_worker_pool(backend, handler, io_timeout=5) as pool:
+        await Queue(memory).enqueue("p")
+        await trio.sleep(0.1)
+        start = trio.current_time()
+        await pool.shutdown(grace=5)
+        assert trio.current_time() - start <= 10
+
+
+async def test_shutdown_returns_by_its_deadline_when_a_handler_ignores_cancellation(
+    autojump_clock,
+):
+    async def stubborn(job: trioqueue.Job) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(500)
+
+    backend = trioqueue.MemoryBackend()
+    async with trioqueue.open_worker_pool(backend, stubborn, io_timeout=5) as pool:
+        await Queue(backend).enqueue("p")
+        await trio.sleep(1)
+        report = await pool.shutdown(grace=1)
+        assert trio.current_time() == 1 + 1 + 5
+    assert (report.cancelled, report.clean) == (1, False)
+
+
+async def test_a_release_that_fails_still_lets_shutdown_return(autojump_clock):
+    memory = trioqueue.MemoryBackend()
+    backend = Stalling(memory, stall=set(), fail={"release"})
+    reports: list[trioqueue.ShutdownReport] = []
+
+    async def slow(job: trioqueue.Job) -> None:
+        await trio.sleep(100)
+
+    async def use_pool(task_status: trio.TaskStatus[trioqueue.WorkerPool]) -> None:
+        async with trioqueue.open_worker_pool(backend, slow) as pool:
+            task_status.started(pool)
+            await pool.wait_stopped()
+
+    async def run_pool(task_status: trio.TaskStatus[trioqueue.WorkerPool]) -> None:
+        with pytest.raises(ConnectionError, match="went away"):
+            await use_pool(task_status)
+
+    async with trio.open_nursery() as pools:
+        pool = await pools.start(run_pool)
+        await Queue(memory).enqueue("p")
+        await trio.sleep(1)
+        with trio.fail_after(60):  # a supervisor outside the pool's nursery
+            reports.append(await pool.shutdown(grace=1))
+    assert reports[0].cancelled == 1
+
+
+async def test_concurrent_shutdowns_share_one_true_report(autojump_clock):
+    backend = trioqueue.MemoryBackend()
+
+    async def stuck(job: trioqueue.Job) -> None:
+        await trio.sleep(100)
+
+    reports: list[trioqueue.ShutdownReport] = []
+    async with trioqueue.open_worker_pool(backend, stuck) as pool:
+        await Queue(backend).enqueue("p")
+        await trio.sleep(1)
+
+        async def call(grace: float) -> None:
+            reports.append(await pool.shutdown(grace))
+
+        async with trio.open_nursery() as callers:
+            callers.start_soon(call, 50)
+            await trio.sleep(1)
+            callers.start_soon(call, 0)
+    assert reports[0] is reports[1]
+    assert (reports[0].cancelled, reports[0].finished, reports[0].released) == (1, 0, 1)
+
+
+async def test_a_woken_producer_that_finds_a_duplicate_passes_the_room_on(nursery):
+    backend = trioqueue.MemoryBackend(capacity=1)
+    queue = Queue(backend)
+    await queue.enqueue("a", id="a")
+    done: list[str] = []
+
+    async def produce(job_id: str) -> None:
+        await queue.enqueue(job_id.upper(), id=job_id)
+        done.append(job_id)
+
+    nursery.start_soon(produce, "x")
+    await trio.testing.wait_all_tasks_blocked()
+    nursery.start_soon(produce, "y")
+    await trio.testing.wait_all_tasks_blocked()
+    await queue.submit("X", id="x")  # the same job as the first waiter's, stored unqueued
+    await backend.claim(1, lease=30, block=0)  # "a" out, "x" moves in
+    await backend.claim(1, lease=30, block=0)  # "x" out: room for one, the first waiter wakes
+    await trio.testing.wait_all_tasks_blocked()
+    assert sorted(done) == ["x", "y"]  # the first found a duplicate; the second got the room
+
+
+@pytest.mark.parametrize("signal", [Drop("nested"), Retry(delay=1)])
+async def test_a_signal_raised_inside_a_handlers_nursery_still_counts(autojump_clock, signal):
+    backend = trioqueue.MemoryBackend()
+
+    async def handler(job: trioqueue.Job) -> None:
+        async def child() -> None:
+            if job.attempt == 1:
+                raise signal
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(child)
+
+    async with trioqueue.open_worker_pool(backend, handler):
+        await Queue(backend).enqueue("p", id="j")
+    snap = backend.metrics.snapshot()
+    assert snap.failed == 0
+    assert (snap.dropped, snap.succeeded) == ((1, 0) if isinstance(signal, Drop) else (0, 1))
+
+
+async def test_a_pool_with_every_worker_busy_claims_nothing_more(autojump_clock):
+    backend = trioqueue.MemoryBackend()
+    started: dict[str, tuple[str, float]] = {}
+
+    async def slow(job: trioqueue.Job) -> None:
+        started[job.id] = ("busy pool", trio.current_time())
+        await trio.sleep(100)
+
+    async def fast(job: trioqueue.Job) -> None:
+        started[job.id] = ("idle pool", trio.current_time())
+
+    async with trioqueue.open_worker_pool(backend, slow, workers=1, prefetch=0) as busy:
+        await Queue(backend).enqueue(1, id="j1")
+        await Queue(backend).enqueue(2, id="j2")
+        await trio.sleep(1)
+        assert busy.held == 1
+        async with trioqueue.open_worker_pool(backend, fast, workers=1):
+            pass  # drains only when the busy pool's job is done too
+    assert started == {"j1": ("busy pool", 0), "j2": ("idle pool", 1)}
+
+
+async def test_claims_that_could_not_be_released_are_no_longer_renewed(autojump_clock):
+    memory = trioqueue.MemoryBackend()
+    backend = Stalling(memory, stall={"release"})
+
+    async def slow(job: trioqueue.Job) -> None:
+        await trio.sleep(100)
+
+    async with trioqueue.open_worker_pool(backend, slow, lease=3, io_timeout=1) as pool:
+        await Queue(memory).enqueue("p", id="j")
+        await trio.sleep(1)
+        await pool.shutdown(grace=0)
+        await trio.sleep(10)  # the body goes on; the lease renewer still runs
+        await memory.sweep()
+    assert memory.metrics.snapshot().recovered == 1
+
+
+async def test_the_bodys_error_survives_a_failing_teardown(autojump_clock):
+    memory = trioqueue.MemoryBackend()
+    backend = Stalling(memory, stall=set(), fail={"release"})
+
+    async def slow(job: trioqueue.Job) -> None:
+        await trio.sleep(100)
+
+    async def use() -> None:
+        async with trioqueue.open_worker_pool(backend, slow):
+            await Queue(memory).enqueue("p")
+            await trio.sleep(1)
+            raise KeyError("the body's own error")
+
+    with pytest.raises(ExceptionGroup) as info:
+        await use()
+    assert info.group_contains(KeyError)
+    assert info.group_contains(ConnectionError)
+
+
+@pytest.mark.parametrize("delay", [math.inf, -1, float("nan"), "5", True])
+def test_retry_refuses_a_delay_that_is_not_a_finite_number(delay):
+    with pytest.raises(ConfigurationError, match="finite number of seconds"):
+        Retry(delay=delay)
+
+
+@pytest.mark.parametrize("grace", [-1, math.inf])
+async def test_a_bad_grace_names_shutdown(grace):
+    async with trioqueue.open_worker_pool(trioqueue.MemoryBackend(), lambda job: None) as pool:  # type: ignore[arg-type,return-value]
+        with pytest.raises(ConfigurationError, match=r"WorkerPool.shutdown\(grace="):
+            await pool.shutdown(grace)

@@ -1,0 +1,149 @@
+"""Redis-specific behaviour, on a private server (the contract suite covers the rest)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import ConfigurationError, JobState, Queue
+
+if TYPE_CHECKING:
+    from .redis_server import RedisServer
+
+
+def queue_name() -> str:
+    return "{t-" + uuid.uuid4().hex[:12] + "}"
+
+
+def test_the_backend_names_the_extra_when_coredis_is_missing():
+    code = (
+        "import sys; sys.modules['coredis'] = None\n"
+        "import trioqueue\n"
+        "trioqueue.RedisBackend('redis://localhost', queue='{q}')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "pip install 'trioqueue[redis]'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"queue": "thumbnails"}, r"queue='\{thumbnails\}'"),
+        ({"queue": "{q}", "min_idle": 0}, r"min_idle=0.*> 0"),
+        ({"queue": "{q}", "min_idle": 10, "recovery_ttl": 10}, r"must exceed min_idle"),
+        ({"queue": "{q}", "capacity": 0}, r"capacity=0"),
+        ({"queue": "{q}", "processing": "other.processing"}, r"different Redis Cluster slots"),
+    ],
+)
+def test_bad_configuration_refuses_to_start_with_the_fix(options, match):
+    with pytest.raises(ConfigurationError, match=match):
+        trioqueue.RedisBackend("redis://127.0.0.1:1/0", **options)
+
+
+async def test_a_pool_on_redis_completes_retries_and_dead_letters(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+        queue = Queue(backend)
+
+        async def handler(job: trioqueue.Job) -> None:
+            if job.payload["fail"] and job.attempt < job.payload["fail"]:
+                raise RuntimeError(f"attempt {job.attempt}")
+
+        retry = trioqueue.RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01)
+        async with trioqueue.open_worker_pool(backend, handler, retry=retry, poll_interval=0.2):
+            for i in range(30):
+                await queue.enqueue({"fail": i % 3}, id=str(i))  # 0: ok, 1: ok, 2: fails once
+            await queue.enqueue({"fail": 5}, id="doomed")
+        stats = await backend.stats()
+        assert (stats.enqueued, stats.succeeded, stats.dead_lettered) == (31, 30, 1)
+        assert stats.retries == 10 + 1
+        assert stats.conserved
+        [dead] = await queue.dead_letters()
+        assert (dead.id, dead.attempts, dead.state) == ("doomed", 2, JobState.FAILED)
+        assert dead.last_error is not None
+        assert dead.last_error.message == "attempt 2"
+
+
+async def test_a_record_pushed_by_another_client_is_consumed(redis_server: RedisServer):
+    import coredis
+
+    name = queue_name()
+    async with trioqueue.RedisBackend(redis_server.url, queue=name) as backend:
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:
+            await client.lpush(name, ['{"page": "/a"}', b"\xff not json"])
+        seen: list[trioqueue.Job] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            seen.append(job)
+
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2):
+            pass
+        assert [job.payload for job in seen] == [{"page": "/a"}]
+        [dead] = await backend.dead_letters()
+        assert dead.reason is not None
+        assert dead.reason.startswith("undecodable record: not JSON")
+
+
+async def test_a_stale_owners_late_ack_leaves_the_new_claim_intact(redis_server: RedisServer):
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: clock["now"]
+    ) as backend:
+        await Queue(backend).enqueue("p", id="j")
+        [old] = await backend.claim(1, lease=5, block=0)
+        clock["now"] += 6
+        assert (await backend.sweep()).recovered == 1
+        [new] = await backend.claim(1, lease=5, block=0)
+        assert not await backend.ack(old)
+        record = await backend.status("j")
+        assert record is not None
+        assert record.state is JobState.PROCESSING
+        assert await backend.ack(new)
+        stats = await backend.stats()
+        assert (stats.recovered, stats.stale, stats.succeeded) == (1, 1, 1)
+
+
+async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+        claims: list[trioqueue.Claim] = []
+
+        async def claimer() -> None:
+            claims.extend(await backend.claim(4, lease=30, block=5))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(claimer)
+            await trio.sleep(0.2)  # the claimer is blocked in BLMOVE on the empty list
+            await Queue(backend).enqueue({"late": True}, id="late")
+        assert [c.job.id for c in claims] == ["late"]
+        assert (await backend.stats()).gauges.inflight == 1
+
+
+async def test_an_entry_stranded_in_processing_without_a_claim_is_recovered(
+    redis_server: RedisServer,
+):
+    """A crash between BLMOVE and registering the claim must not strand the job."""
+    import coredis
+
+    clock = {"now": 1000.0}
+    name = queue_name()
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=name, min_idle=5, clock=lambda: clock["now"]
+    ) as backend:
+        await Queue(backend).enqueue("p", id="j")
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:  # what a worker's BLMOVE did before it died
+            await client.lmove(name, backend.keys.processing, "RIGHT", "LEFT")
+        assert (await backend.sweep()).recovered == 0  # stamped now, recovered after min_idle
+        clock["now"] += 6
+        assert (await backend.sweep()).recovered == 1
+        [claim] = await backend.claim(1, lease=5, block=0)
+        assert claim.job.id == "j"

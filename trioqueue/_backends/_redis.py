@@ -1,0 +1,443 @@
+"""The Redis backend: a reliable list queue shared by many processes and machines.
+
+Jobs wait on a list; a claim moves one into the processing list and records its
+lease in a sorted set, in one Lua script; every outcome checks the claim's token,
+so an owner whose claim was recovered cannot touch the new owner's job. When the
+ready list is empty the fetcher blocks in ``BLMOVE`` and registers what it got
+with the same script; the sweeper gives any processing entry without a lease one,
+so a crash between the two cannot strand a job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any, Final, Self, final
+
+import trio
+
+from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
+from .._exceptions import (
+    ConfigurationError,
+    IdempotencyConflict,
+    JobNotFound,
+    QueueFull,
+    TrioqueueError,
+)
+from .._metrics import Gauges, Metrics, MetricsSnapshot
+from .._records import ErrorInfo, Job, JobRecord, JobState, Retention
+from ._redis_keys import RedisKeys
+from ._redis_scripts import load_sources
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+try:
+    import coredis
+    from coredis.tokens import PureToken
+except ImportError as exc:  # pragma: no cover - exercised without the extra only
+    raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
+
+__all__ = ["RedisBackend"]
+
+logger = logging.getLogger("trioqueue.redis")
+
+_MARK: Final = b"\x00"
+_COUNTERS: Final = [
+    "enqueued",
+    "processed",
+    "succeeded",
+    "failed",
+    "retries",
+    "dead_lettered",
+    "dropped",
+    "deduplicated",
+    "conflicts",
+    "recovered",
+    "released",
+    "dead_requeued",
+    "stale",
+]
+_DEFAULT_RETENTION: Final = Retention()
+_WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
+_IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds")
+    if value <= 0:
+        raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds > 0")
+
+
+def _record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
+    def get(name: str) -> str:
+        return _text(fields.get(name.encode()))
+
+    error = ErrorInfo(type=get("et"), message=get("em")) if get("et") else None
+    raw = fields[b"p"]
+    try:
+        payload: Any = json.loads(raw)
+    except ValueError:  # a dead letter that never decoded: keep its bytes
+        payload = raw
+    return JobRecord(
+        id=job_id,
+        payload=payload,
+        payload_hash=get("h"),
+        state=JobState(get("s")),
+        attempts=int(get("a") or 0),
+        queued=get("q") == "1",
+        created_at=float(get("c") or 0),
+        updated_at=float(get("u") or get("c") or 0),
+        last_error=error,
+        reason=get("w") or None,
+    )
+
+
+@final
+class RedisBackend:
+    """Jobs in Redis, shared by every process that names the same queue.
+
+    Use it as an async context manager, which opens the connection::
+
+        async with trioqueue.RedisBackend("redis://localhost:6379/0", queue="{mail}") as backend:
+            ...
+
+    Reliable mode: a job leaves Redis only after its handler is done with it
+    (at-least-once). Claims are leased for *min_idle* seconds and renewed by
+    the pool that holds them; the sweeper puts back claims whose owner stopped
+    renewing them (a crashed process), so *min_idle* bounds how long a crash
+    delays a job, not how long a handler may run.
+
+    Args:
+        url: ``redis://host:port/db``.
+        queue: The ready list's key. All the queue's keys derive from it and
+            must share its cluster slot, so give it a hash tag: ``"{mail}"``.
+        capacity: Most jobs on the ready list; `Queue.enqueue` waits beyond it.
+        min_idle: Seconds a claim stays valid without renewal (the lease).
+        recovery_ttl: Seconds an abandoned queue's claims set lives; must
+            exceed *min_idle*. None keeps it until the claims are recovered.
+        retention: How long finished records are kept (count and age).
+        processing: The processing list's key (default ``<queue>.processing``).
+        recovery_zset: The claims sorted set's key (default ``<queue>.claims``).
+        clock: None to use the Redis server's clock (the default: hosts need
+            no clock agreement). Tests pass ``trio.current_time`` to run on a
+            mock clock; then claims poll instead of blocking in ``BLMOVE``.
+
+    Raises:
+        ConfigurationError: A setting is out of range, or the keys fall in
+            different cluster slots; the message says what to change.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        queue: str,
+        capacity: int = 1000,
+        min_idle: float = 30.0,
+        recovery_ttl: float | None = None,
+        retention: Retention | int = _DEFAULT_RETENTION,
+        processing: str | None = None,
+        recovery_zset: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ConfigurationError(
+                f"RedisBackend(capacity={capacity!r}): capacity is the most jobs waiting on "
+                "the ready list; use a whole number >= 1"
+            )
+        _seconds("min_idle", min_idle, allow_none=False)
+        _seconds("recovery_ttl", recovery_ttl)
+        if recovery_ttl is not None and recovery_ttl <= min_idle:
+            raise ConfigurationError(
+                f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
+                "a recovery set that expires before its claims go idle would lose them"
+            )
+        if not isinstance(retention, Retention):
+            retention = Retention(max_count=retention)
+        self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
+        self._url = url
+        self._capacity = capacity
+        self._min_idle = float(min_idle)
+        self._recovery_ttl = recovery_ttl
+        self._retention = retention
+        self._clock = clock
+        self._client: coredis.Redis[bytes] | None = None
+        self._scripts: dict[str, Any] = {}
+        self._exit: contextlib.AsyncExitStack | None = None
+        self._metrics = Metrics(self._cached_gauges)
+        self._gauges = Gauges()
+
+    def __repr__(self) -> str:
+        return f"<trioqueue.RedisBackend queue={self._keys.ready!r} url={self._url!r}>"
+
+    async def __aenter__(self) -> Self:
+        client: coredis.Redis[bytes] = coredis.Redis.from_url(self._url, decode_responses=False)
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(client)
+        self._client = client
+        self._scripts = {name: client.register_script(src) for name, src in load_sources().items()}
+        self._exit = stack
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._exit, self._client = self._exit, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    @property
+    def keys(self) -> RedisKeys:
+        """Every key this queue uses."""
+        return self._keys
+
+    @property
+    def capacity(self) -> int:
+        """Most jobs the ready list holds."""
+        return self._capacity
+
+    @property
+    def default_lease(self) -> float:
+        """*min_idle*: how long a claim holds without renewal."""
+        return self._min_idle
+
+    @property
+    def metrics(self) -> Metrics:
+        """Counters and histograms of this process; `stats` reads the shared ones."""
+        return self._metrics
+
+    def now(self) -> float:
+        """The injected clock, else this host's wall clock (close to the server's TIME)."""
+        return self._clock() if self._clock is not None else time.time()
+
+    def _cached_gauges(self) -> Gauges:
+        return self._gauges
+
+    def _require_client(self) -> coredis.Redis[bytes]:
+        if self._client is None:
+            raise TrioqueueError(
+                "the RedisBackend is not connected: use it as `async with backend:` "
+                "around the pools and queues that use it"
+            )
+        return self._client
+
+    async def _run(self, name: str, *args: str | bytes | float) -> Any:
+        self._require_client()
+        retention = self._retention
+        head: list[str | bytes | float] = [
+            self._keys.job_prefix,
+            "" if self._clock is None else repr(self._clock()),
+            self._capacity,
+            "" if retention.max_count is None else retention.max_count,
+            "" if retention.max_age is None else retention.max_age,
+        ]
+        keys = self._keys
+        # A script that was sent may have run even if its reply never came back: once
+        # sent, wait for the reply (bounded), so a cancellation never hides a change.
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + _IO_TIMEOUT):
+            return await self._scripts[name](
+                keys=[
+                    keys.ready,
+                    keys.processing,
+                    keys.claims,
+                    keys.dead,
+                    keys.unqueued,
+                    keys.finished,
+                    keys.stats,
+                    keys.sequence,
+                ],
+                args=[*head, *args],
+            )
+        raise TrioqueueError(  # pragma: no cover - the shield's deadline passed
+            f"Redis did not answer the {name} script within {_IO_TIMEOUT}s; check the server"
+        )
+
+    # --- producer side ----------------------------------------------------------------
+
+    async def add(self, job: NewJob, mode: AddMode) -> Receipt:
+        """Accept *job*; see `Backend.add`. Waiting for room polls with a short backoff."""
+        pause = _WAIT_FOR_ROOM[0]
+        while True:
+            status, detail = await self._run(
+                "add", job.id, job.encoded, job.payload_hash, mode.value
+            )
+            if status == b"new":
+                self._metrics.enqueued += 1
+                return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
+            if status == b"dup":
+                self._metrics.deduplicated += 1
+                return Receipt(id=job.id, deduplicated=True, queued=detail == b"1")
+            if status == b"conflict":
+                self._metrics.conflicts += 1
+                raise IdempotencyConflict(job.id, _text(detail), job.payload_hash)
+            if mode is AddMode.NOWAIT:
+                raise QueueFull(self._capacity)
+            await trio.sleep(pause)  # full: nothing accepted if cancelled here
+            pause = min(pause * 2, _WAIT_FOR_ROOM[1])
+
+    async def status(self, job_id: str) -> JobRecord | None:
+        """The record of *job_id*, or None if unknown or evicted."""
+        fields = await self._require_client().hgetall(self._keys.job_prefix + job_id)
+        return _record(job_id, fields) if fields else None
+
+    async def pending(self) -> int:
+        """Jobs accepted and not finished: ready, stored, or claimed."""
+        client, keys = self._require_client(), self._keys
+        async with client.pipeline(transaction=False) as pipe:
+            parts = [pipe.llen(k) for k in (keys.ready, keys.unqueued, keys.processing)]
+        return sum([await p for p in parts])
+
+    async def dead_letters(self) -> list[JobRecord]:
+        """The dead letters, oldest first."""
+        client = self._require_client()
+        ids = [_text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
+        records = [await self.status(job_id) for job_id in ids]
+        return [r for r in records if r is not None]
+
+    async def requeue_dead(self, job_id: str) -> JobRecord:
+        """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
+        if not await self._run("requeue_dead", job_id):
+            raise JobNotFound(job_id, "dead letters")
+        self._metrics.dead_requeued += 1
+        record = await self.status(job_id)
+        assert record is not None
+        return record
+
+    async def stats(self) -> MetricsSnapshot:
+        """The queue's shared counters and its true gauges, with this process's histograms."""
+        counters, gauges = await self._run("stats")
+        values = {_text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
+        depth, unqueued, inflight, retrying, dead = (int(g) for g in gauges)
+        self._gauges = Gauges(
+            queue_depth=depth,
+            backlog=depth + unqueued,
+            inflight=inflight,
+            retry_waiting=retrying,
+            dead=dead,
+        )
+        local = self._metrics.snapshot()
+        return MetricsSnapshot(
+            **{name: values.get(name, 0) for name in _COUNTERS},
+            gauges=self._gauges,
+            queue_wait=local.queue_wait,
+            handler_time=local.handler_time,
+            end_to_end=local.end_to_end,
+        )
+
+    # --- worker side ------------------------------------------------------------------
+
+    def _claims(self, rows: list[list[bytes]]) -> list[Claim]:
+        claims = []
+        for job_id, payload, attempts, token, ready_at in rows:
+            job = Job(id=_text(job_id), payload=json.loads(payload), attempt=int(attempts) + 1)
+            claims.append(Claim(job=job, token=_text(token), ready_at=float(ready_at)))
+        return claims
+
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
+        """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
+
+        Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty; that
+        wait is shielded (a claim is either registered or never made), so a
+        cancellation takes effect after at most *block* seconds.
+        """
+        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+        claims = self._claims(await self._run("claim", max_jobs, lease, ttl))
+        if claims or block <= 0:
+            return claims
+        if self._clock is not None:  # a test clock: wait on it, not on the server
+            await trio.sleep(min(block, 0.05))
+            return self._claims(await self._run("claim", max_jobs, lease, ttl))
+        client, keys = self._require_client(), self._keys
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + block + _IO_TIMEOUT):
+            element = await client.blmove(
+                keys.ready, keys.processing, PureToken.RIGHT, PureToken.LEFT, block
+            )
+            if element is None:
+                return []
+            return self._claims(await self._run("claim", max_jobs, lease, ttl, element))
+        return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
+
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
+        """Extend the leases of the claims still held."""
+        pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
+        if pairs:
+            ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+            await self._run("renew", lease, ttl, *pairs)
+
+    async def _settle(
+        self, claim: Claim, kind: str, error: ErrorInfo | None = None, reason: str = ""
+    ) -> bool:
+        age = await self._run(
+            "settle",
+            claim.job.id,
+            claim.token,
+            kind,
+            error.type if error else "",
+            error.message if error else "",
+            reason,
+        )
+        local = self._metrics
+        if age is None:
+            local.stale += 1
+            return False
+        if kind != "requeue":
+            local.processed += 1
+            local.failed += error is not None
+        if kind == "ack":
+            local.succeeded += 1
+            local.end_to_end.observe(float(age))
+        elif kind == "retry":
+            local.retries += 1
+        elif kind == "dead":
+            local.dead_lettered += 1
+        elif kind == "drop":
+            local.dropped += 1
+        return True
+
+    async def ack(self, claim: Claim) -> bool:
+        """Complete the job; False if the claim is stale."""
+        return await self._settle(claim, "ack")
+
+    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
+        """End an attempt that will be retried; the claim keeps the job."""
+        return await self._settle(claim, "retry", error)
+
+    async def requeue(self, claim: Claim) -> bool:
+        """Put a job waiting to retry back on the queue."""
+        return await self._settle(claim, "requeue")
+
+    async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
+        """End the last attempt and keep the job as a dead letter."""
+        return await self._settle(claim, "dead", error, reason)
+
+    async def drop(self, claim: Claim, reason: str) -> bool:
+        """End the attempt and drop the job."""
+        return await self._settle(claim, "drop", None, reason)
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        """Put unfinished claims back at once; return how many were still held."""
+        pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
+        if not pairs:
+            return 0
+        released = int(await self._run("release", *pairs))
+        self._metrics.released += released
+        return released
+
+    async def sweep(self) -> SweepReport:
+        """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
+        scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
+        self._metrics.recovered += int(recovered)
+        return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))

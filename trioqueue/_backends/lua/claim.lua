@@ -1,0 +1,47 @@
+-- Claim up to ARGV[6] ready jobs for ARGV[7] seconds; ARGV[8]: the claims set's
+-- lifetime ('' = none). ARGV[9], if given, is an element a blocking BLMOVE already
+-- moved to the processing list: it is claimed first.
+local max, lease, ttl, given = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local out = {}
+
+local function take(element)
+  -- element sits in the processing list
+  local id
+  if string.sub(element, 1, 1) == MARK then
+    id = string.sub(element, 2)
+  else
+    redis.call('LREM', K_PROC, 1, element)
+    redis.call('ZREM', K_CLAIMS, element)
+    id = adopt(element)
+    if not id then return end
+    redis.call('LPUSH', K_PROC, MARK .. id)
+  end
+  local key = jobkey(id)
+  local state = redis.call('HGET', key, 's')
+  if state ~= 'received' and state ~= 'failed_retry' then
+    -- a reference whose job is gone or already claimed: nothing to run
+    redis.call('LREM', K_PROC, 1, MARK .. id)
+    count('stale')
+    return
+  end
+  local token = tostring(redis.call('INCR', K_SEQ))
+  redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW))
+  redis.call('ZADD', K_CLAIMS, NOW + lease, MARK .. id)
+  local rec = redis.call('HMGET', key, 'p', 'a', 'r')
+  out[#out + 1] = {id, rec[1], rec[2], token, rec[3]}
+end
+
+if given then
+  -- only if it is still there: the sweeper may have put it back meanwhile
+  if redis.call('LPOS', K_PROC, given) then take(given) end
+end
+while #out < max do
+  local element = redis.call('LMOVE', K_READY, K_PROC, 'RIGHT', 'LEFT')
+  if not element then break end
+  take(element)
+end
+fill()
+if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
+  redis.call('EXPIRE', K_CLAIMS, math.ceil(ttl))
+end
+return out

@@ -1,0 +1,106 @@
+-- Shared by every trioqueue script. All keys of a queue share one hash slot.
+-- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence
+-- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
+--       retention count ('' = none), retention age ('' = none), then the script's own.
+local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_UNQ, K_FIN, K_STATS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local PREFIX = ARGV[1]
+local NOW
+if ARGV[2] ~= '' then
+  NOW = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local CAPACITY = tonumber(ARGV[3])
+local KEEP = tonumber(ARGV[4])
+local MAX_AGE = tonumber(ARGV[5])
+-- List elements that reference a job record start with this byte; anything else
+-- was pushed by another client and is the payload itself.
+local MARK = '\0'
+
+local function jobkey(id) return PREFIX .. id end
+local function count(field, n)
+  if (n or 1) ~= 0 then redis.call('HINCRBY', K_STATS, field, n or 1) end
+end
+local function stamp(n) return string.format('%.6f', n) end
+
+-- Put a job on the ready list if there is room, else store it unqueued.
+local function schedule(id)
+  local key = jobkey(id)
+  if redis.call('LLEN', K_READY) < CAPACITY then
+    redis.call('LPUSH', K_READY, MARK .. id)
+    redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
+    return 1
+  end
+  redis.call('LPUSH', K_UNQ, id)
+  redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
+  return 0
+end
+
+-- Move stored jobs into free room on the ready list, oldest first.
+local function fill()
+  local moved = 0
+  while redis.call('LLEN', K_READY) < CAPACITY do
+    local id = redis.call('RPOP', K_UNQ)
+    if not id then break end
+    redis.call('LPUSH', K_READY, MARK .. id)
+    redis.call('HSET', jobkey(id), 'q', 1, 'r', stamp(NOW))
+    moved = moved + 1
+  end
+  return moved
+end
+
+local function unclaim(id)
+  redis.call('LREM', K_PROC, 1, MARK .. id)
+  redis.call('ZREM', K_CLAIMS, MARK .. id)
+  redis.call('HSET', jobkey(id), 't', '')
+end
+
+-- Return a claimed, unfinished job to the queue without counting an attempt.
+local function putback(id)
+  local key = jobkey(id)
+  unclaim(id)
+  if redis.call('HGET', key, 's') == 'processing' then
+    local attempts = tonumber(redis.call('HGET', key, 'a'))
+    redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
+  end
+  schedule(id)
+end
+
+-- Keep a finished job's record only as long as the retention allows.
+local function finished(id)
+  redis.call('ZADD', K_FIN, NOW, id)
+  if MAX_AGE then redis.call('EXPIRE', jobkey(id), math.max(1, math.ceil(MAX_AGE))) end
+  if KEEP then
+    local excess = redis.call('ZCARD', K_FIN) - KEEP
+    if excess > 0 then
+      local old = redis.call('ZPOPMIN', K_FIN, excess)
+      for i = 1, #old, 2 do redis.call('DEL', jobkey(old[i])) end
+    end
+  end
+end
+
+-- Turn an element pushed by another client into a job record; its id is the
+-- SHA-1 of its content. Returns the id, or nil when it is a duplicate of a job
+-- already known or does not decode (then it is dead-lettered with the reason).
+local function adopt(element)
+  local id = redis.sha1hex(element)
+  local key = jobkey(id)
+  if redis.call('EXISTS', key) == 1 then
+    count('deduplicated')
+    return nil
+  end
+  redis.call('HSET', key, 'p', element, 'h', 'raw:' .. id, 's', 'received', 'a', 0,
+    'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '')
+  count('enqueued')
+  local ok, err = pcall(cjson.decode, element)
+  if not ok then
+    redis.call('HSET', key, 's', 'failed', 'w',
+      'undecodable record: not JSON (' .. tostring(err) .. ')')
+    redis.call('LPUSH', K_DEAD, id)
+    count('dead_lettered')
+    return nil
+  end
+  return id
+end
