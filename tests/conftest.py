@@ -20,7 +20,11 @@ settings.register_profile("ci", deadline=None, max_examples=200, print_blob=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # The Redis backend joins this list once it passes the whole contract suite (issue 6).
-BACKENDS = [pytest.param("memory", id="memory")]
+BACKENDS = [pytest.param("memory", id="memory"), pytest.param("redis", id="redis")]
+
+# Real seconds every task must stay blocked before a mock clock jumps: a Redis reply
+# in flight leaves every task blocked too, and must not count as idle.
+JUMP_AFTER = {"memory": 0.0, "redis": 0.02}
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
@@ -79,14 +83,14 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
 
 @pytest.fixture
 def autojump_clock(request: pytest.FixtureRequest) -> trio.testing.MockClock:
-    """pytest-trio's autojump clock; with a Redis backend it jumps only after 50 ms idle.
+    """pytest-trio's autojump clock; with a Redis backend it jumps only after 20 ms idle.
 
     Waiting for a Redis reply leaves every task blocked; a clock that jumped at
     once would fire timeouts while the reply is on its way.
     """
     callspec = getattr(request.node, "callspec", None)
     kind = callspec.params.get("make_backend") if callspec else None
-    return trio.testing.MockClock(autojump_threshold=0.05 if kind == "redis" else 0)
+    return trio.testing.MockClock(autojump_threshold=JUMP_AFTER[kind or "memory"])
 
 
 async def settle() -> None:

@@ -31,7 +31,6 @@ EXPECTED = {
     "Metrics",
     "MetricsSnapshot",
     "NewJob",
-    "PoolClosed",
     "Queue",
     "QueueFull",
     "Receipt",

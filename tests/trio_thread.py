@@ -22,7 +22,9 @@ T = TypeVar("T")
 
 class TrioThread:
     def __init__(self, cushion: float = 0.0) -> None:
-        self.cushion = cushion  # real seconds every task must stay blocked to count as settled
+        # real seconds every task must stay blocked to count as settled, and before an
+        # autojumping step lets the clock jump
+        self.cushion = cushion
         self.clock = trio.testing.MockClock()
         self.clock.autojump_threshold = math.inf
         self._started = threading.Event()
@@ -55,12 +57,13 @@ class TrioThread:
         assert self._nursery is not None
         return self._nursery
 
-    def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run *fn* in the loop, then let every task settle; return its result."""
+    def run(self, fn: Callable[..., Awaitable[T]], *args: Any, settle: bool = True) -> T:
+        """Run *fn* in the loop, then (unless told not to) let every task settle."""
 
         async def step() -> T:
             result = await fn(*args)
-            await trio.testing.wait_all_tasks_blocked(cushion=self.cushion)
+            if settle:
+                await trio.testing.wait_all_tasks_blocked(cushion=self.cushion)
             return result
 
         return trio.from_thread.run(step, trio_token=self._token)

@@ -27,7 +27,6 @@ from ._exceptions import Drop as Drop
 from ._exceptions import IdempotencyConflict as IdempotencyConflict
 from ._exceptions import InvalidTransition as InvalidTransition
 from ._exceptions import JobNotFound as JobNotFound
-from ._exceptions import PoolClosed as PoolClosed
 from ._exceptions import QueueFull as QueueFull
 from ._exceptions import Retry as Retry
 from ._exceptions import TrioqueueError as TrioqueueError
@@ -70,7 +69,6 @@ __all__ = [
     "Metrics",
     "MetricsSnapshot",
     "NewJob",
-    "PoolClosed",
     "Queue",
     "QueueFull",
     "Receipt",

@@ -179,6 +179,10 @@ class Backend(Protocol):
         """The dead letters, oldest first."""
         ...
 
+    async def purge_dead(self, job_id: str | None = None) -> int:
+        """Forget one dead letter, or all of them; return how many were forgotten."""
+        ...
+
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back on the queue with fresh attempts.
 

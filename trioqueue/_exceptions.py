@@ -14,7 +14,6 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidTransition",
     "JobNotFound",
-    "PoolClosed",
     "QueueFull",
     "Retry",
     "TrioqueueError",
@@ -86,10 +85,6 @@ class JobNotFound(TrioqueueError, LookupError):
 
 class ConfigurationError(TrioqueueError, ValueError):
     """A setting is out of range; the message names the setting and the fix."""
-
-
-class PoolClosed(TrioqueueError, RuntimeError):
-    """The worker pool has finished or is shutting down and takes no more work."""
 
 
 class Retry(Exception):

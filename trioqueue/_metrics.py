@@ -120,7 +120,7 @@ class MetricsSnapshot:
     succeeded: int
     """Jobs completed."""
     failed: int
-    """Attempts that raised an exception or timed out."""
+    """Attempts that raised an exception (other than `Drop` and `Retry`) or timed out."""
     retries: int
     """Retries scheduled, after failures and `Retry`."""
     dead_lettered: int
@@ -167,8 +167,8 @@ class MetricsSnapshot:
 class Metrics:
     """Live counters and histograms of one backend; take a `snapshot` to read them.
 
-    Backends and pools call the ``count_*``/``observe_*`` methods; they are
-    synchronous and never checkpoint.
+    Backends and pools add to the counters and call ``observe`` on the
+    histograms directly; nothing here does I/O or checkpoints.
     """
 
     _gauges: Callable[[], Gauges]

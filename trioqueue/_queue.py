@@ -105,6 +105,13 @@ class Queue:
         """The dead letters, oldest first, each with its attempts, last error and reason."""
         return await self._backend.dead_letters()
 
+    async def purge_dead(self, job_id: str | None = None) -> int:
+        """Forget the dead letter *job_id*, or every dead letter; return how many.
+
+        Counters are unchanged: the jobs stay counted as dead-lettered.
+        """
+        return await self._backend.purge_dead(job_id)
+
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put the dead letter *job_id* back on the queue with fresh attempts.
 

@@ -179,3 +179,24 @@ async def test_requeue_dead_of_an_unknown_id_says_so(make_backend):
     for job_id in ("missing", "alive"):
         with pytest.raises(JobNotFound, match=rf"no job '{job_id}' among the dead letters"):
             await queue.requeue_dead(job_id)
+
+
+async def test_purge_dead_forgets_dead_letters_but_not_their_count(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise Boom("always")
+
+    async with trioqueue.open_worker_pool(backend, handler, retry=RetryPolicy(max_attempts=1)):
+        for i in range(3):
+            await queue.enqueue(i, id=str(i))
+    assert await queue.purge_dead("1") == 1
+    assert await queue.purge_dead("1") == 0
+    assert sorted(r.id for r in await queue.dead_letters()) == ["0", "2"]
+    assert await queue.purge_dead() == 2
+    assert await queue.dead_letters() == []
+    assert await queue.status("0") is None
+    snap = await queue.stats()
+    assert (snap.dead_lettered, snap.gauges.dead) == (3, 0)
+    assert snap.conserved

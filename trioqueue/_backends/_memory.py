@@ -285,6 +285,15 @@ class MemoryBackend:
         await trio.lowlevel.checkpoint()
         return [self._records[job_id].record() for job_id in self._dead]
 
+    async def purge_dead(self, job_id: str | None = None) -> int:
+        """Forget one dead letter, or all of them; return how many were forgotten."""
+        await trio.lowlevel.checkpoint()
+        ids = list(self._dead) if job_id is None else [job_id] if job_id in self._dead else []
+        for dead_id in ids:
+            del self._dead[dead_id]
+            del self._records[dead_id]
+        return len(ids)
+
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
         await trio.lowlevel.checkpoint_if_cancelled()

@@ -179,6 +179,7 @@ class RedisBackend:
         self._exit: contextlib.AsyncExitStack | None = None
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
+        self._scheduled_here = trio.lowlevel.ParkingLot()  # wakes test-clock claims
 
     def __repr__(self) -> str:
         return f"<trioqueue.RedisBackend queue={self._keys.ready!r} url={self._url!r}>"
@@ -276,6 +277,7 @@ class RedisBackend:
             )
             if status == b"new":
                 self._metrics.enqueued += 1
+                self._scheduled_here.unpark_all()
                 return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
             if status == b"dup":
                 self._metrics.deduplicated += 1
@@ -312,9 +314,14 @@ class RedisBackend:
         if not await self._run("requeue_dead", job_id):
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
+        self._scheduled_here.unpark_all()
         record = await self.status(job_id)
         assert record is not None
         return record
+
+    async def purge_dead(self, job_id: str | None = None) -> int:
+        """Forget one dead letter, or all of them; return how many were forgotten."""
+        return int(await self._run("purge_dead", "" if job_id is None else job_id))
 
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
@@ -357,8 +364,11 @@ class RedisBackend:
         claims = self._claims(await self._run("claim", max_jobs, lease, ttl))
         if claims or block <= 0:
             return claims
-        if self._clock is not None:  # a test clock: wait on it, not on the server
-            await trio.sleep(min(block, 0.05))
+        if self._clock is not None:
+            # A test clock: the server cannot block on it. Wait for this process to
+            # schedule a job, or poll after *block* on the test clock.
+            with trio.move_on_after(block):
+                await self._scheduled_here.park()
             return self._claims(await self._run("claim", max_jobs, lease, ttl))
         client, keys = self._require_client(), self._keys
         with trio.CancelScope(shield=True, deadline=trio.current_time() + block + _IO_TIMEOUT):
@@ -390,6 +400,8 @@ class RedisBackend:
             reason,
         )
         local = self._metrics
+        if kind == "requeue" or age is None:
+            self._scheduled_here.unpark_all()  # a requeue, or a job that may have moved
         if age is None:
             local.stale += 1
             return False
@@ -434,10 +446,13 @@ class RedisBackend:
             return 0
         released = int(await self._run("release", *pairs))
         self._metrics.released += released
+        self._scheduled_here.unpark_all()
         return released
 
     async def sweep(self) -> SweepReport:
         """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
         scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
         self._metrics.recovered += int(recovered)
+        if scheduled or recovered:
+            self._scheduled_here.unpark_all()
         return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))

@@ -15,6 +15,7 @@ SCRIPT_NAMES: Final = (
     "renew",
     "sweep",
     "requeue_dead",
+    "purge_dead",
     "stats",
 )
 
