@@ -72,6 +72,7 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
             server.url,
             queue="{t-" + uuid.uuid4().hex[:12] + "}",
             capacity=capacity,
+            min_idle=30,
             clock=trio.current_time,
             **options,
         )

@@ -14,6 +14,7 @@ import trioqueue
 EXPECTED = {
     "AddMode",
     "Backend",
+    "BackendUnavailable",
     "Claim",
     "ConfigurationError",
     "Drop",

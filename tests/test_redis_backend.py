@@ -25,7 +25,7 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
     code = (
         "import sys; sys.modules['coredis'] = None\n"
         "import trioqueue\n"
-        "trioqueue.RedisBackend('redis://localhost', queue='{q}')\n"
+        "trioqueue.RedisBackend('redis://localhost', queue='{q}', min_idle=30)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
@@ -37,11 +37,15 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"queue": "thumbnails"}, r"queue='\{thumbnails\}'"),
+        ({"queue": "thumbnails", "min_idle": 30}, r"queue='\{thumbnails\}'"),
+        ({"queue": "{q}"}, r"min_idle=None.*pass min_idle=<seconds>"),
         ({"queue": "{q}", "min_idle": 0}, r"min_idle=0.*> 0"),
         ({"queue": "{q}", "min_idle": 10, "recovery_ttl": 10}, r"must exceed min_idle"),
-        ({"queue": "{q}", "capacity": 0}, r"capacity=0"),
-        ({"queue": "{q}", "processing": "other.processing"}, r"different Redis Cluster slots"),
+        ({"queue": "{q}", "min_idle": 30, "capacity": 0}, r"capacity=0"),
+        (
+            {"queue": "{q}", "min_idle": 30, "processing": "other.processing"},
+            r"different Redis Cluster slots",
+        ),
     ],
 )
 def test_bad_configuration_refuses_to_start_with_the_fix(options, match):
@@ -50,7 +54,7 @@ def test_bad_configuration_refuses_to_start_with_the_fix(options, match):
 
 
 async def test_a_pool_on_redis_completes_retries_and_dead_letters(redis_server: RedisServer):
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         queue = Queue(backend)
 
         async def handler(job: trioqueue.Job) -> None:
@@ -76,7 +80,7 @@ async def test_a_record_pushed_by_another_client_is_consumed(redis_server: Redis
     import coredis
 
     name = queue_name()
-    async with trioqueue.RedisBackend(redis_server.url, queue=name) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend:
         client = coredis.Redis.from_url(redis_server.url)
         async with client:
             await client.lpush(name, ['{"page": "/a"}', b"\xff not json"])
@@ -113,7 +117,7 @@ async def test_a_stale_owners_late_ack_leaves_the_new_claim_intact(redis_server:
 
 
 async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer):
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         claims: list[trioqueue.Claim] = []
 
         async def claimer() -> None:

@@ -22,6 +22,7 @@ except ImportError as _redis_missing:  # the optional extra is not installed
     from ._backends._redis_missing import make_stub
 
     RedisBackend = make_stub(str(_redis_missing))  # type: ignore[misc,assignment]
+from ._exceptions import BackendUnavailable as BackendUnavailable
 from ._exceptions import ConfigurationError as ConfigurationError
 from ._exceptions import Drop as Drop
 from ._exceptions import IdempotencyConflict as IdempotencyConflict
@@ -52,6 +53,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AddMode",
     "Backend",
+    "BackendUnavailable",
     "Claim",
     "ConfigurationError",
     "Drop",

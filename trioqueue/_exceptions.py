@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 __all__ = [
+    "BackendUnavailable",
     "ConfigurationError",
     "Drop",
     "IdempotencyConflict",
@@ -85,6 +86,21 @@ class JobNotFound(TrioqueueError, LookupError):
 
 class ConfigurationError(TrioqueueError, ValueError):
     """A setting is out of range; the message names the setting and the fix."""
+
+
+class BackendUnavailable(TrioqueueError, ConnectionError):
+    """The backend could not be reached (a dropped connection, a restarting server).
+
+    A worker pool retries by itself with backoff and logs each failure; a
+    producer's call fails with this error and accepted nothing it did not report.
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(
+            f"the backend at {where} could not be reached ({detail}); check that it is up "
+            "and reachable. Worker pools retry by themselves; retry this call when it is back"
+        )
 
 
 class Retry(Exception):

@@ -139,6 +139,8 @@ class MetricsSnapshot:
     """Dead letters put back on the queue with fresh attempts."""
     stale: int
     """Outcomes ignored because their claim had been recovered and re-claimed."""
+    backend_errors: int
+    """Calls a pool made to an unreachable backend, and retried (this process only)."""
     gauges: Gauges
     """What the backend holds now."""
     queue_wait: HistogramSnapshot
@@ -185,6 +187,7 @@ class Metrics:
     released: int = attrs.field(default=0, init=False)
     dead_requeued: int = attrs.field(default=0, init=False)
     stale: int = attrs.field(default=0, init=False)
+    backend_errors: int = attrs.field(default=0, init=False)
     queue_wait: Histogram = attrs.field(factory=Histogram, init=False)
     handler_time: Histogram = attrs.field(factory=Histogram, init=False)
     end_to_end: Histogram = attrs.field(factory=Histogram, init=False)
@@ -205,6 +208,7 @@ class Metrics:
             released=self.released,
             dead_requeued=self.dead_requeued,
             stale=self.stale,
+            backend_errors=self.backend_errors,
             gauges=self._gauges(),
             queue_wait=self.queue_wait.snapshot(),
             handler_time=self.handler_time.snapshot(),

@@ -18,13 +18,14 @@ import math
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
 
 from ._backend import Backend, Claim
-from ._exceptions import ConfigurationError
+from ._exceptions import BackendUnavailable, ConfigurationError
 from ._maintenance import renew_leases, sweep_periodically
 from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
 from ._records import Job
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["Handler", "ShutdownReport", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
+
+_OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
 
 Handler = Callable[[Job], Awaitable[object]]
 """An async function run once per attempt; its return value completes the job."""
@@ -249,32 +252,69 @@ class WorkerPool:
         return await self._backend.pending() == 0
 
     async def _fetch(self) -> None:
-        config = self._config
         async with self._send:
             with self._fetch_scope:
-                while not await self._drained():
-                    await self._slots.acquire()  # a worker or a prefetch place is free
-                    want = 1
-                    while want < config.batch_size and self._try_take_slot():
-                        want += 1
-                    claims: list[Claim] = []
+                pause = _OUTAGE_PAUSE[0]
+                while True:
                     try:
-                        if await self._drained():
+                        if not await self._fetch_once():
                             return
-                        # mark_producer_finished() and the last outcome cancel this wait,
-                        # so the drain check above runs at once
-                        with trio.CancelScope() as self._claim_wait:
-                            claims = await self._backend.claim(
-                                want, lease=config.lease, block=config.poll_interval
-                            )
-                        self._claim_wait = None
-                        for claim in claims:
-                            self._held[claim.token] = claim
-                    finally:
-                        for _ in range(want - len(claims)):
-                            self._slots.release()
-                    for claim in claims:
-                        await self._send.send(claim)
+                        pause = _OUTAGE_PAUSE[0]
+                    except BackendUnavailable as exc:
+                        self._note_outage("claiming jobs", exc, pause)
+                        await trio.sleep(pause)
+                        pause = min(pause * 2, _OUTAGE_PAUSE[1])
+
+    async def _fetch_once(self) -> bool:
+        """Claim a batch into free places and hand it to the workers; False once drained."""
+        config = self._config
+        if await self._drained():
+            return False
+        await self._slots.acquire()  # a worker or a prefetch place is free
+        want = 1
+        while want < config.batch_size and self._try_take_slot():
+            want += 1
+        claims: list[Claim] = []
+        try:
+            if await self._drained():
+                return False
+            # mark_producer_finished() and the last outcome cancel this wait, so the
+            # drain check runs at once
+            with trio.CancelScope() as self._claim_wait:
+                claims = await self._backend.claim(
+                    want, lease=config.lease, block=config.poll_interval
+                )
+            self._claim_wait = None
+            for claim in claims:
+                self._held[claim.token] = claim
+        finally:
+            for _ in range(want - len(claims)):
+                self._slots.release()
+        for claim in claims:
+            await self._send.send(claim)
+        return True
+
+    def _note_outage(self, doing: str, exc: BackendUnavailable, pause: float) -> None:
+        self._backend.metrics.backend_errors += 1
+        logger.warning("%s: %s; retrying in %.1fs", doing, exc, pause)
+
+    async def _tell_backend(self, doing: str, call: Callable[[], Awaitable[object]]) -> bool:
+        """Make a shielded call, retrying through outages until the I/O deadline.
+
+        Returns whether the call landed before the deadline.
+        """
+        pause = _OUTAGE_PAUSE[0]
+        with trio.CancelScope(shield=True, deadline=self._io_deadline()):
+            while True:
+                try:
+                    await call()
+                except BackendUnavailable as exc:
+                    self._note_outage(doing, exc, pause)
+                    await trio.sleep(pause)
+                    pause = min(pause * 2, _OUTAGE_PAUSE[1])
+                else:
+                    return True
+        return False
 
     def _try_take_slot(self) -> bool:
         try:
@@ -327,27 +367,27 @@ class WorkerPool:
 
     async def _report_outcome(self, claim: Claim, outcome: Outcome) -> None:
         backend, job = self._backend, claim.job
-        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
-            match outcome:
-                case Ack():
-                    await backend.ack(claim)
-                    logger.debug("job %s completed on attempt %d", job.id, job.attempt)
-                case Discard(reason):
-                    await backend.drop(claim, reason)
-                    logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
-                case DeadLetter(reason, error):
-                    await backend.dead_letter(claim, error, reason)
-                    logger.info("job %s dead-lettered: %s (%s)", job.id, reason, error)
-                case RetryAfter(delay, error):
-                    await backend.retry_later(claim, error)
-                    logger.info(
-                        "job %s attempt %d failed (%s); retrying in %.3fs",
-                        job.id,
-                        job.attempt,
-                        error or "Retry",
-                        delay,
-                    )
-        if shield.cancelled_caught:
+        call: Callable[[], Awaitable[bool]]
+        match outcome:
+            case Ack():
+                call = partial(backend.ack, claim)
+                logger.debug("job %s completed on attempt %d", job.id, job.attempt)
+            case Discard(reason):
+                call = partial(backend.drop, claim, reason)
+                logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
+            case DeadLetter(reason, error):
+                call = partial(backend.dead_letter, claim, error, reason)
+                logger.info("job %s dead-lettered: %s (%s)", job.id, reason, error)
+            case RetryAfter(delay, error):
+                call = partial(backend.retry_later, claim, error)
+                logger.info(
+                    "job %s attempt %d failed (%s); retrying in %.3fs",
+                    job.id,
+                    job.attempt,
+                    error or "Retry",
+                    delay,
+                )
+        if not await self._tell_backend(f"job {job.id}: reporting its outcome", call):
             logger.warning("job %s: the backend did not take the outcome in time", job.id)
             await self._give_back(claim)
         elif isinstance(outcome, RetryAfter) and not self._stopping:
@@ -360,8 +400,13 @@ class WorkerPool:
 
     async def _give_back(self, claim: Claim) -> None:
         """Release one claim now; if even that fails, stop renewing it so it is recovered."""
-        with trio.CancelScope(shield=True, deadline=self._io_deadline()):
-            self._released += await self._backend.release([claim])
+        released: list[int] = []
+
+        async def release() -> None:
+            released.append(await self._backend.release([claim]))
+
+        await self._tell_backend(f"job {claim.job.id}: putting it back", release)
+        self._released += sum(released)
         self._forget(claim)
 
     def _forget(self, claim: Claim) -> None:
@@ -380,12 +425,11 @@ class WorkerPool:
             self._sleeping.discard(scope)
         if scope.cancel_called:
             return  # shutdown: released at the end
-        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
-            await self._backend.requeue(claim)
-        if shield.cancelled_caught:
-            await self._give_back(claim)
-        else:
+        requeue = partial(self._backend.requeue, claim)
+        if await self._tell_backend(f"job {claim.job.id}: requeueing it", requeue):
             self._forget(claim)
+        else:
+            await self._give_back(claim)
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         try:
@@ -406,9 +450,14 @@ class WorkerPool:
             return
         held = list(self._held.values())
         self._held.clear()  # in place: the lease renewer holds this same dict
-        with trio.CancelScope(shield=True, deadline=self._io_deadline()) as shield:
-            self._released += await self._backend.release(held)
-        if shield.cancelled_caught:
+        released: list[int] = []
+
+        async def release() -> None:
+            released.append(await self._backend.release(held))
+
+        if await self._tell_backend("putting unfinished jobs back", release):
+            self._released += sum(released)
+        else:
             logger.error(
                 "%d jobs could not be put back in time; they are recovered when their "
                 "leases run out",

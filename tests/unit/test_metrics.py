@@ -125,7 +125,7 @@ class TestMetrics:
             for name in counters
             if name not in ("gauges", "queue_wait", "handler_time", "end_to_end")
         ]
-        assert len(counters) == 13
+        assert len(counters) == 14
         for offset, name in enumerate(counters, start=1):
             setattr(metrics, name, offset * 10)
         metrics.queue_wait.observe(0.5)
@@ -172,6 +172,7 @@ def _snapshot(**fields: object) -> MetricsSnapshot:
             "released",
             "dead_requeued",
             "stale",
+            "backend_errors",
         ],
         0,
     )

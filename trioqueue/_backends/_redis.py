@@ -21,6 +21,7 @@ import trio
 
 from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
 from .._exceptions import (
+    BackendUnavailable,
     ConfigurationError,
     IdempotencyConflict,
     JobNotFound,
@@ -33,10 +34,11 @@ from ._redis_keys import RedisKeys
 from ._redis_scripts import load_sources
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 try:
     import coredis
+    import coredis.exceptions
     from coredis.tokens import PureToken
 except ImportError as exc:  # pragma: no cover - exercised without the extra only
     raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
@@ -64,6 +66,12 @@ _COUNTERS: Final = [
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
+_UNREACHABLE: Final = (
+    coredis.exceptions.ConnectionError,  # includes BusyLoadingError while a restart loads
+    coredis.exceptions.ClusterDownError,
+    coredis.exceptions.TryAgainError,
+    OSError,
+)
 
 
 def _text(value: bytes | str | None) -> str:
@@ -111,7 +119,9 @@ class RedisBackend:
 
     Use it as an async context manager, which opens the connection::
 
-        async with trioqueue.RedisBackend("redis://localhost:6379/0", queue="{mail}") as backend:
+        async with trioqueue.RedisBackend(
+            "redis://localhost:6379/0", queue="{mail}", min_idle=30
+        ) as backend:
             ...
 
     Reliable mode: a job leaves Redis only after its handler is done with it
@@ -125,7 +135,9 @@ class RedisBackend:
         queue: The ready list's key. All the queue's keys derive from it and
             must share its cluster slot, so give it a hash tag: ``"{mail}"``.
         capacity: Most jobs on the ready list; `Queue.enqueue` waits beyond it.
-        min_idle: Seconds a claim stays valid without renewal (the lease).
+        min_idle: Seconds a claim stays valid without renewal (the lease);
+            required. Workers renew their claims, so this bounds how long a
+            crash delays a job, not how long a handler may run.
         recovery_ttl: Seconds an abandoned queue's claims set lives; must
             exceed *min_idle*. None keeps it until the claims are recovered.
         retention: How long finished records are kept (count and age).
@@ -146,7 +158,7 @@ class RedisBackend:
         *,
         queue: str,
         capacity: int = 1000,
-        min_idle: float = 30.0,
+        min_idle: float | None = None,
         recovery_ttl: float | None = None,
         retention: Retention | int = _DEFAULT_RETENTION,
         processing: str | None = None,
@@ -157,6 +169,12 @@ class RedisBackend:
             raise ConfigurationError(
                 f"RedisBackend(capacity={capacity!r}): capacity is the most jobs waiting on "
                 "the ready list; use a whole number >= 1"
+            )
+        if min_idle is None:
+            raise ConfigurationError(
+                "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
+                "than min_idle, so it needs one: pass min_idle=<seconds>, e.g. min_idle=30 "
+                "(live workers renew their claims, so it need not exceed your slowest job)"
             )
         _seconds("min_idle", min_idle, allow_none=False)
         _seconds("recovery_ttl", recovery_ttl)
@@ -227,6 +245,14 @@ class RedisBackend:
     def _cached_gauges(self) -> Gauges:
         return self._gauges
 
+    @contextlib.contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Turn the client's connection errors into `BackendUnavailable`."""
+        try:
+            yield
+        except _UNREACHABLE as exc:
+            raise BackendUnavailable(self._url, str(exc) or type(exc).__name__) from exc
+
     def _require_client(self) -> coredis.Redis[bytes]:
         if self._client is None:
             raise TrioqueueError(
@@ -248,7 +274,8 @@ class RedisBackend:
         keys = self._keys
         # A script that was sent may have run even if its reply never came back: once
         # sent, wait for the reply (bounded), so a cancellation never hides a change.
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + _IO_TIMEOUT):
+        deadline = trio.current_time() + _IO_TIMEOUT
+        with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
             return await self._scripts[name](
                 keys=[
                     keys.ready,
@@ -292,20 +319,23 @@ class RedisBackend:
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
-        fields = await self._require_client().hgetall(self._keys.job_prefix + job_id)
+        with self._reachable():
+            fields = await self._require_client().hgetall(self._keys.job_prefix + job_id)
         return _record(job_id, fields) if fields else None
 
     async def pending(self) -> int:
         """Jobs accepted and not finished: ready, stored, or claimed."""
         client, keys = self._require_client(), self._keys
-        async with client.pipeline(transaction=False) as pipe:
-            parts = [pipe.llen(k) for k in (keys.ready, keys.unqueued, keys.processing)]
-        return sum([await p for p in parts])
+        with self._reachable():
+            async with client.pipeline(transaction=False) as pipe:
+                parts = [pipe.llen(k) for k in (keys.ready, keys.unqueued, keys.processing)]
+            return sum([await p for p in parts])
 
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""
         client = self._require_client()
-        ids = [_text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
+        with self._reachable():
+            ids = [_text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
         records = [await self.status(job_id) for job_id in ids]
         return [r for r in records if r is not None]
 
@@ -338,6 +368,7 @@ class RedisBackend:
         local = self._metrics.snapshot()
         return MetricsSnapshot(
             **{name: values.get(name, 0) for name in _COUNTERS},
+            backend_errors=local.backend_errors,
             gauges=self._gauges,
             queue_wait=local.queue_wait,
             handler_time=local.handler_time,
@@ -371,7 +402,8 @@ class RedisBackend:
                 await self._scheduled_here.park()
             return self._claims(await self._run("claim", max_jobs, lease, ttl))
         client, keys = self._require_client(), self._keys
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + block + _IO_TIMEOUT):
+        deadline = trio.current_time() + block + _IO_TIMEOUT
+        with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
             element = await client.blmove(
                 keys.ready, keys.processing, PureToken.RIGHT, PureToken.LEFT, block
             )

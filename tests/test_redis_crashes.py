@@ -1,0 +1,160 @@
+"""Redis under real time and real faults: killed workers, long handlers, restarts.
+
+These run on the server's clock (no test clock), with short ``min_idle`` values.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import JobState, Queue
+
+from .redis_server import RedisServer, find_server_binary
+
+TARGET = Path(__file__).with_name("kill_target.py")
+
+
+def queue_name() -> str:
+    return "{c-" + uuid.uuid4().hex[:12] + "}"
+
+
+@pytest.fixture
+def own_server():
+    """A server of the test's own, with appendonly on (fsync always): it may be restarted."""
+    server = RedisServer(find_server_binary(), appendonly=True)
+    server.start()
+    yield server
+    server.close()
+
+
+async def test_a_job_of_a_killed_worker_is_recovered_within_min_idle_and_a_sweep(
+    redis_server: RedisServer,
+):
+    name, min_idle, sweep = queue_name(), 1.0, 0.2
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
+        await Queue(backend).enqueue({"n": 1}, id="victim")
+        command = [sys.executable, str(TARGET), redis_server.url, name, str(min_idle)]
+        # a plain Popen handle, to SIGKILL it; starting it takes milliseconds
+        worker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+        try:
+            assert worker.stdout is not None
+            line = await trio.to_thread.run_sync(worker.stdout.readline)
+            assert line.strip() == "started victim"
+        finally:
+            worker.kill()  # SIGKILL mid-handler: no cleanup runs
+            await trio.to_thread.run_sync(worker.wait)
+            if worker.stdout is not None:
+                worker.stdout.close()
+        killed_at = trio.current_time()
+        runs: list[float] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            runs.append(trio.current_time() - killed_at)
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, sweep_interval=sweep, poll_interval=0.2
+        ):
+            pass
+        assert len(runs) == 1
+        assert runs[0] <= min_idle + sweep + 1.0  # one second for the process to start
+        stats = await backend.stats()
+        assert (stats.recovered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+
+
+async def test_a_handler_running_ten_times_min_idle_runs_once(redis_server: RedisServer):
+    name, min_idle = queue_name(), 0.3
+    runs: list[str] = []
+
+    async def slow(job: trioqueue.Job) -> None:
+        runs.append(job.id)
+        await trio.sleep(10 * min_idle)
+
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
+        async with (  # two pools competing, each sweeping often
+            trioqueue.open_worker_pool(backend, slow, sweep_interval=0.05, poll_interval=0.1),
+            trioqueue.open_worker_pool(backend, slow, sweep_interval=0.05, poll_interval=0.1),
+        ):
+            for i in range(4):
+                await Queue(backend).enqueue(i, id=str(i))
+        assert sorted(runs) == ["0", "1", "2", "3"]
+        assert (await backend.stats()).recovered == 0
+
+
+async def test_a_completed_job_does_not_come_back_after_min_idle(redis_server: RedisServer):
+    name, min_idle = queue_name(), 0.2
+    runs: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        runs.append(job.id)
+
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.1):
+            await Queue(backend).enqueue("p", id="done")
+        await trio.sleep(3 * min_idle)
+        await backend.sweep()
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.1):
+            pass
+        assert runs == ["done"]
+        record = await backend.status("done")
+        assert record is not None
+        assert record.state is JobState.COMPLETED
+
+
+async def test_a_redis_restart_mid_run_loses_no_job(own_server: RedisServer):
+    name, jobs = queue_name(), 200
+    done: list[str] = []
+    a_quarter_done = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(0.005)
+        done.append(job.id)
+        if len(done) >= jobs // 4:
+            a_quarter_done.set()
+
+    async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=2) as backend:
+        queue = Queue(backend)
+        for i in range(jobs):
+            await queue.enqueue(i, id=str(i))
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=8, sweep_interval=0.2, poll_interval=0.2
+        ) as pool:
+            await a_quarter_done.wait()
+            await trio.to_thread.run_sync(own_server.stop)  # down mid-run
+            await trio.sleep(0.5)
+            await trio.to_thread.run_sync(own_server.start)
+            pool.mark_producer_finished()
+            with trio.fail_after(60):
+                await pool.wait_stopped()
+        assert backend.metrics.snapshot().backend_errors > 0  # it did notice the outage
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (jobs, 0, 0)
+        assert set(done) == {str(i) for i in range(jobs)}  # at least once each
+
+
+async def test_a_pool_started_while_redis_is_down_waits_and_then_works(
+    own_server: RedisServer, caplog: pytest.LogCaptureFixture
+):
+    name = queue_name()
+    own_server.stop()
+    seen: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        seen.append(job.id)
+
+    async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=2) as backend:
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2) as pool:
+            await trio.sleep(0.5)
+            assert "could not be reached" in caplog.text
+            await trio.to_thread.run_sync(own_server.start)
+            await Queue(backend).enqueue("late", id="late")
+            pool.mark_producer_finished()
+            with trio.fail_after(30):
+                await pool.wait_stopped()
+        assert seen == ["late"]
