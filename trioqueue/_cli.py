@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ import trio
 
 from ._backends._memory import MemoryBackend
 from ._exceptions import ConfigurationError
+from ._metrics import COUNTER_NAMES
 from ._pool import open_worker_pool
 from ._queue import Queue
 from ._retry import RetryPolicy
@@ -103,23 +105,7 @@ async def _demo(args: argparse.Namespace) -> MetricsSnapshot:
 def _report_lines(snap: MetricsSnapshot) -> list[str]:
     g = snap.gauges
     lines = [
-        "counters: "
-        + ", ".join(
-            f"{name}={getattr(snap, name)}"
-            for name in [
-                "enqueued",
-                "processed",
-                "succeeded",
-                "failed",
-                "retries",
-                "dead_lettered",
-                "dropped",
-                "deduplicated",
-                "conflicts",
-                "recovered",
-                "released",
-            ]
-        ),
+        "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
         f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, inflight={g.inflight}, "
         f"retry_waiting={g.retry_waiting}, dead={g.dead}",
     ]
@@ -152,7 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         data = attrs.asdict(snap)
         data["conserved"] = snap.conserved
-        print(json.dumps(data, indent=2))
+        text = json.dumps(data, indent=2)
     else:
-        print("\n".join(_report_lines(snap)))
+        text = "\n".join(_report_lines(snap))
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        # point stdout at devnull so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if snap.conserved else 1

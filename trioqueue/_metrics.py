@@ -14,7 +14,35 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Gauges", "Histogram", "HistogramSnapshot", "Metrics", "MetricsSnapshot"]
+__all__ = [
+    "COUNTER_NAMES",
+    "SHARED_COUNTER_NAMES",
+    "Gauges",
+    "Histogram",
+    "HistogramSnapshot",
+    "Metrics",
+    "MetricsSnapshot",
+]
+
+SHARED_COUNTER_NAMES: Final = (
+    "enqueued",
+    "processed",
+    "succeeded",
+    "failed",
+    "retries",
+    "dead_lettered",
+    "dropped",
+    "deduplicated",
+    "conflicts",
+    "recovered",
+    "released",
+    "dead_requeued",
+    "stale",
+)
+"""Counters every user of a queue adds to (a shared backend keeps them in one place)."""
+
+COUNTER_NAMES: Final = (*SHARED_COUNTER_NAMES, "backend_errors")
+"""Every counter of a `MetricsSnapshot`; ``backend_errors`` is per process."""
 
 _MIN_VALUE: Final = 1e-6  # one microsecond: anything shorter shares the first bucket
 _GROWTH: Final = 1.02  # each bucket is 2 % wider than the last: percentiles within 2 %

@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 
 import trioqueue
 from trioqueue import IdempotencyConflict, JobState, Queue, QueueFull, RetryPolicy
+from trioqueue._metrics import COUNTER_NAMES
 
 from ..conftest import JUMP_AFTER
 from ..trio_thread import TrioThread
@@ -32,21 +33,6 @@ from ..trio_thread import TrioThread
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-COUNTERS = [
-    "enqueued",
-    "processed",
-    "succeeded",
-    "failed",
-    "retries",
-    "dead_lettered",
-    "dropped",
-    "deduplicated",
-    "conflicts",
-    "recovered",
-    "released",
-    "dead_requeued",
-    "stale",
-]
 
 # What a job's handler does, chosen by its payload.
 BEHAVIOURS = ("ok", "fail_once", "always_fail", "drop", "retry_once", "slow")
@@ -221,7 +207,7 @@ class ConservationMachine(RuleBasedStateMachine):
     def counters_never_decrease(self) -> None:
         snap = self.stats()
         if self.previous is not None:
-            for name in COUNTERS:
+            for name in COUNTER_NAMES:
                 assert getattr(snap, name) >= getattr(self.previous, name), name
         self.previous = snap
 

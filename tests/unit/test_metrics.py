@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trioqueue._metrics import Gauges, Histogram, HistogramSnapshot, Metrics, MetricsSnapshot
+from trioqueue._metrics import (
+    COUNTER_NAMES,
+    Gauges,
+    Histogram,
+    HistogramSnapshot,
+    Metrics,
+    MetricsSnapshot,
+)
 
 positive = st.floats(min_value=1e-5, max_value=100.0, allow_nan=False, allow_infinity=False)
 samples = st.lists(positive, min_size=1, max_size=300)
@@ -157,25 +164,7 @@ class TestMetrics:
 
 def _snapshot(**fields: object) -> MetricsSnapshot:
     empty = HistogramSnapshot(0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    counters = dict.fromkeys(
-        [
-            "enqueued",
-            "processed",
-            "succeeded",
-            "failed",
-            "retries",
-            "dead_lettered",
-            "dropped",
-            "deduplicated",
-            "conflicts",
-            "recovered",
-            "released",
-            "dead_requeued",
-            "stale",
-            "backend_errors",
-        ],
-        0,
-    )
+    counters = dict.fromkeys(COUNTER_NAMES, 0)
     values: dict[str, object] = {
         **counters,
         "gauges": Gauges(),

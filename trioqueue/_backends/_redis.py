@@ -28,7 +28,7 @@ from .._exceptions import (
     QueueFull,
     TrioqueueError,
 )
-from .._metrics import Gauges, Metrics, MetricsSnapshot
+from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, JobState, Retention
 from ._redis_keys import RedisKeys
 from ._redis_scripts import load_sources
@@ -48,21 +48,6 @@ __all__ = ["RedisBackend"]
 logger = logging.getLogger("trioqueue.redis")
 
 _MARK: Final = b"\x00"
-_COUNTERS: Final = [
-    "enqueued",
-    "processed",
-    "succeeded",
-    "failed",
-    "retries",
-    "dead_lettered",
-    "dropped",
-    "deduplicated",
-    "conflicts",
-    "recovered",
-    "released",
-    "dead_requeued",
-    "stale",
-]
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
@@ -367,7 +352,7 @@ class RedisBackend:
         )
         local = self._metrics.snapshot()
         return MetricsSnapshot(
-            **{name: values.get(name, 0) for name in _COUNTERS},
+            **{name: values.get(name, 0) for name in SHARED_COUNTER_NAMES},
             backend_errors=local.backend_errors,
             gauges=self._gauges,
             queue_wait=local.queue_wait,
