@@ -151,3 +151,72 @@ async def test_an_entry_stranded_in_processing_without_a_claim_is_recovered(
         assert (await backend.sweep()).recovered == 1
         [claim] = await backend.claim(1, lease=5, block=0)
         assert claim.job.id == "j"
+
+
+async def test_a_payload_lua_accepts_but_python_does_not_is_dead_lettered(
+    redis_server: RedisServer,
+):
+    import coredis
+
+    name = queue_name()
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend:
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:
+            await client.lpush(name, ["0x10"])  # cjson reads a number; Python's json does not
+        await Queue(backend).enqueue({"good": 1}, id="good")
+        seen: list[object] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            seen.append(job.payload)
+
+        with trio.fail_after(10):  # the pool must not crash or stall on it
+            async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2):
+                pass
+        assert seen == [{"good": 1}]
+        [dead] = await backend.dead_letters()
+        assert dead.reason is not None
+        assert dead.reason.startswith("undecodable record: not JSON")
+
+
+async def test_an_outcome_sent_twice_counts_once(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        await Queue(backend).enqueue("p", id="j")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        error = trioqueue.ErrorInfo(type="RuntimeError", message="boom")
+        assert await backend.retry_later(claim, error)
+        assert await backend.retry_later(claim, error)  # a replay after a lost reply
+        record = await backend.status("j")
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.FAILED_RETRY, 1)
+        stats = await backend.stats()
+        assert (stats.retries, stats.failed, stats.processed) == (1, 1, 1)
+
+
+async def test_retention_never_deletes_a_live_job_that_reused_an_expired_id(
+    redis_server: RedisServer,
+):
+    import coredis
+
+    clock = {"now": 1000.0}
+    retention = trioqueue.Retention(max_count=None, max_age=60)
+    async with trioqueue.RedisBackend(
+        redis_server.url,
+        queue=queue_name(),
+        min_idle=30,
+        retention=retention,
+        clock=lambda: clock["now"],
+    ) as backend:
+        queue = Queue(backend)
+        await queue.enqueue({"x": 1}, id="job1")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        assert await backend.ack(claim)
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:  # what the record's TTL does after max_age
+            await client.delete([backend.keys.job_prefix + "job1"])
+        receipt = await queue.enqueue({"x": 1}, id="job1")  # accepted anew
+        assert not receipt.deduplicated
+        clock["now"] += 61
+        assert (await backend.sweep()).evicted == 0
+        [again] = await backend.claim(1, lease=30, block=0)
+        assert again.job.id == "job1"
+        assert await backend.ack(again)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 try:
     import coredis
     import coredis.exceptions
+    from coredis.retry import NoRetryPolicy
     from coredis.tokens import PureToken
 except ImportError as exc:  # pragma: no cover - exercised without the extra only
     raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
@@ -188,7 +189,11 @@ class RedisBackend:
         return f"<trioqueue.RedisBackend queue={self._keys.ready!r} url={self._url!r}>"
 
     async def __aenter__(self) -> Self:
-        client: coredis.Redis[bytes] = coredis.Redis.from_url(self._url, decode_responses=False)
+        # no silent re-sends: a script whose reply was lost may have run, and the pool
+        # decides what to do about that, not the client
+        client: coredis.Redis[bytes] = coredis.Redis.from_url(
+            self._url, decode_responses=False, retry_policy=NoRetryPolicy()
+        )
         stack = contextlib.AsyncExitStack()
         await stack.enter_async_context(client)
         self._client = client
@@ -274,8 +279,8 @@ class RedisBackend:
                 ],
                 args=[*head, *args],
             )
-        raise TrioqueueError(  # pragma: no cover - the shield's deadline passed
-            f"Redis did not answer the {name} script within {_IO_TIMEOUT}s; check the server"
+        raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
+            self._url, f"no reply to the {name} script within {_IO_TIMEOUT}s"
         )
 
     # --- producer side ----------------------------------------------------------------
@@ -312,7 +317,7 @@ class RedisBackend:
         """Jobs accepted and not finished: ready, stored, or claimed."""
         client, keys = self._require_client(), self._keys
         with self._reachable():
-            async with client.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=True) as pipe:
                 parts = [pipe.llen(k) for k in (keys.ready, keys.unqueued, keys.processing)]
             return sum([await p for p in parts])
 
@@ -362,10 +367,23 @@ class RedisBackend:
 
     # --- worker side ------------------------------------------------------------------
 
-    def _claims(self, rows: list[list[bytes]]) -> list[Claim]:
+    async def _claims(self, rows: list[list[bytes]]) -> list[Claim]:
+        """Turn claimed rows into claims; dead-letter the ones Python cannot decode.
+
+        Lua's cjson accepts a few things Python's json does not (``nan``, hex
+        numbers, invalid UTF-8 in strings); such a job must not crash the pool.
+        """
         claims = []
         for job_id, payload, attempts, token, ready_at in rows:
-            job = Job(id=_text(job_id), payload=json.loads(payload), attempt=int(attempts) + 1)
+            try:
+                decoded = json.loads(payload)
+            except ValueError as exc:
+                job = Job(id=_text(job_id), payload=None, attempt=int(attempts) + 1)
+                poison = Claim(job=job, token=_text(token), ready_at=float(ready_at))
+                reason = f"undecodable record: not JSON ({exc})"
+                await self._settle(poison, "dead", None, reason)
+                continue
+            job = Job(id=_text(job_id), payload=decoded, attempt=int(attempts) + 1)
             claims.append(Claim(job=job, token=_text(token), ready_at=float(ready_at)))
         return claims
 
@@ -377,7 +395,7 @@ class RedisBackend:
         cancellation takes effect after at most *block* seconds.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        claims = self._claims(await self._run("claim", max_jobs, lease, ttl))
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
@@ -385,7 +403,7 @@ class RedisBackend:
             # schedule a job, or poll after *block* on the test clock.
             with trio.move_on_after(block):
                 await self._scheduled_here.park()
-            return self._claims(await self._run("claim", max_jobs, lease, ttl))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -394,7 +412,7 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            return self._claims(await self._run("claim", max_jobs, lease, ttl, element))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, element))
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:

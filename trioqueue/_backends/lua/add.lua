@@ -13,6 +13,7 @@ end
 if mode ~= 'submit' and redis.call('LLEN', K_READY) >= CAPACITY then
   return {'full', '0'}
 end
+redis.call('ZREM', K_FIN, id)  -- an earlier job of this id may have expired
 redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0,
   'c', stamp(NOW), 't', '')
 count('enqueued')

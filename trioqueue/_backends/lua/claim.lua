@@ -42,6 +42,7 @@ while #out < max do
 end
 fill()
 if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
-  redis.call('EXPIRE', K_CLAIMS, math.ceil(ttl))
+  -- never shorter than a lease: live claims must outlive their renewal period
+  redis.call('EXPIRE', K_CLAIMS, math.ceil(math.max(ttl, 2 * lease)))
 end
 return out

@@ -68,6 +68,13 @@ local function putback(id)
   schedule(id)
 end
 
+-- Delete a record the retention lets go, unless it is no longer finished (its TTL
+-- ran out and the id was enqueued again: the new job is live).
+local function forget_finished(id)
+  local state = redis.call('HGET', jobkey(id), 's')
+  if state == 'completed' or state == 'dropped' then redis.call('DEL', jobkey(id)) end
+end
+
 -- Keep a finished job's record only as long as the retention allows.
 local function finished(id)
   redis.call('ZADD', K_FIN, NOW, id)
@@ -76,7 +83,7 @@ local function finished(id)
     local excess = redis.call('ZCARD', K_FIN) - KEEP
     if excess > 0 then
       local old = redis.call('ZPOPMIN', K_FIN, excess)
-      for i = 1, #old, 2 do redis.call('DEL', jobkey(old[i])) end
+      for i = 1, #old, 2 do forget_finished(old[i]) end
     end
   end
 end
@@ -91,6 +98,7 @@ local function adopt(element)
     count('deduplicated')
     return nil
   end
+  redis.call('ZREM', K_FIN, id)
   redis.call('HSET', key, 'p', element, 'h', 'raw:' .. id, 's', 'received', 'a', 0,
     'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '')
   count('enqueued')

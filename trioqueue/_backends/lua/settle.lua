@@ -10,6 +10,10 @@ if redis.call('HGET', key, 't') ~= token then
   return false
 end
 local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
+if kind ~= 'requeue' and redis.call('HGET', key, 's') ~= 'processing' then
+  -- the same outcome sent again after its reply was lost: it already counted
+  return age
+end
 if kind == 'requeue' then
   unclaim(id)
   schedule(id)

@@ -26,7 +26,7 @@ local scheduled = fill()
 local evicted = 0
 if MAX_AGE then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_FIN, '-inf', NOW - MAX_AGE)) do
-    redis.call('DEL', jobkey(id))
+    forget_finished(id)
     redis.call('ZREM', K_FIN, id)
     evicted = evicted + 1
   end
