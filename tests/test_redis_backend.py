@@ -83,7 +83,8 @@ async def test_a_record_pushed_by_another_client_is_consumed(redis_server: Redis
     async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend:
         client = coredis.Redis.from_url(redis_server.url)
         async with client:
-            await client.lpush(name, ['{"page": "/a"}', b"\xff not json"])
+            # JSON, bytes that are not, and bytes that start like a job reference
+            await client.lpush(name, ['{"page": "/a"}', b"\xff not json", b"\x00msgpack"])
         seen: list[trioqueue.Job] = []
 
         async def handler(job: trioqueue.Job) -> None:
@@ -92,9 +93,9 @@ async def test_a_record_pushed_by_another_client_is_consumed(redis_server: Redis
         async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2):
             pass
         assert [job.payload for job in seen] == [{"page": "/a"}]
-        [dead] = await backend.dead_letters()
-        assert dead.reason is not None
-        assert dead.reason.startswith("undecodable record: not JSON")
+        dead = await backend.dead_letters()
+        assert [d.payload for d in dead] == [b"\xff not json", b"\x00msgpack"]
+        assert all((d.reason or "").startswith("undecodable record: not JSON") for d in dead)
 
 
 async def test_a_stale_owners_late_ack_leaves_the_new_claim_intact(redis_server: RedisServer):
@@ -220,3 +221,30 @@ async def test_retention_never_deletes_a_live_job_that_reused_an_expired_id(
         [again] = await backend.claim(1, lease=30, block=0)
         assert again.job.id == "job1"
         assert await backend.ack(again)
+
+
+async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
+    redis_server: RedisServer,
+):
+    """A BLMOVE'd element recovered and claimed by another worker before its
+    registration runs stays the other worker's."""
+    import coredis
+
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: clock["now"]
+    ) as backend:
+        await Queue(backend).enqueue("p", id="J")
+        keys = backend.keys
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:  # worker A's BLMOVE, whose claim script is slow to follow
+            element = await client.lmove(keys.ready, keys.processing, "RIGHT", "LEFT")
+        await backend.sweep()  # stamps it
+        clock["now"] += 6
+        await backend.sweep()  # recovers it
+        [owner] = await backend.claim(1, lease=5, block=0)  # worker B
+        late = await backend._run("claim", 1, 5, "", element)  # A's registration, at last
+        assert late == []
+        stats = await backend.stats()
+        assert (stats.gauges.inflight, await backend.pending()) == (1, 1)
+        assert await backend.ack(owner)

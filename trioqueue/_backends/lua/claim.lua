@@ -7,9 +7,11 @@ local out = {}
 local function take(element)
   -- element sits in the processing list
   local id
-  if string.sub(element, 1, 1) == MARK then
+  local ours = string.sub(element, 1, 1) == MARK
+  if ours and redis.call('EXISTS', jobkey(string.sub(element, 2))) == 1 then
     id = string.sub(element, 2)
   else
+    -- pushed by another client (binary payloads may start with the mark byte too)
     redis.call('LREM', K_PROC, 1, element)
     redis.call('ZREM', K_CLAIMS, element)
     id = adopt(element)
@@ -17,6 +19,13 @@ local function take(element)
     redis.call('LPUSH', K_PROC, MARK .. id)
   end
   local key = jobkey(id)
+  local token_now = redis.call('HGET', key, 't')
+  if token_now and token_now ~= '' then
+    -- someone holds a live claim on this job (the sweeper put back what a BLMOVE
+    -- moved, and another worker claimed it): that entry is theirs, leave it
+    count('stale')
+    return
+  end
   local state = redis.call('HGET', key, 's')
   if state ~= 'received' and state ~= 'failed_retry' then
     -- a reference whose job is gone or already claimed: nothing to run

@@ -4,7 +4,7 @@
 local grace = tonumber(ARGV[6])
 local recovered = 0
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
-  if string.sub(member, 1, 1) == MARK then
+  if string.sub(member, 1, 1) == MARK and redis.call('EXISTS', jobkey(string.sub(member, 2))) == 1 then
     putback(string.sub(member, 2))
   else
     -- moved by a BLMOVE whose claim was never registered (its worker died)
