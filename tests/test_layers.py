@@ -27,6 +27,7 @@ TIERS = {
     "_queue": 4,
     "_maintenance": 4,
     "_pool": 4,
+    "_pool_config": 1,
     "_cli": 5,
     "__main__": 5,
     "__init__": 5,

@@ -36,9 +36,9 @@ from ._metrics import HistogramSnapshot as HistogramSnapshot
 from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._pool import Handler as Handler
-from ._pool import ShutdownReport as ShutdownReport
 from ._pool import WorkerPool as WorkerPool
 from ._pool import open_worker_pool as open_worker_pool
+from ._pool_config import ShutdownReport as ShutdownReport
 from ._queue import Queue as Queue
 from ._records import ErrorInfo as ErrorInfo
 from ._records import Job as Job

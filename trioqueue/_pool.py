@@ -21,20 +21,20 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, final
 
-import attrs
 import trio
 
 from ._backend import Backend, Claim
-from ._exceptions import BackendUnavailable, ConfigurationError
+from ._exceptions import BackendUnavailable
 from ._maintenance import renew_leases, sweep_periodically
 from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
+from ._pool_config import PoolConfig, ShutdownReport, check_number
 from ._records import Job
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
 
-__all__ = ["Handler", "ShutdownReport", "WorkerPool", "open_worker_pool"]
+__all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
@@ -44,82 +44,12 @@ Handler = Callable[[Job], Awaitable[object]]
 """An async function run once per attempt; its return value completes the job."""
 
 
-def _check(
-    name: str,
-    value: float | None,
-    *,
-    minimum: float,
-    allow_none: bool = False,
-    where: str = "open_worker_pool",
-) -> None:
-    if value is None and allow_none:
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < minimum
-    ):
-        raise ConfigurationError(
-            f"{where}({name}={value!r}): use a finite number >= {minimum}"
-            + (", or None" if allow_none else "")
-        )
-
-
-@attrs.frozen
-class _Config:
-    workers: int
-    retry: RetryPolicy
-    handler_timeout: float | None
-    prefetch: int
-    batch_size: int
-    lease: float
-    sweep_interval: float
-    poll_interval: float
-    io_timeout: float
-
-    def __attrs_post_init__(self) -> None:
-        for name in ("workers", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(
-                    f"open_worker_pool({name}={value!r}): use a whole number >= 1"
-                )
-        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int):
-            raise ConfigurationError(f"open_worker_pool(prefetch={self.prefetch!r}): use an int")
-        _check("prefetch", self.prefetch, minimum=0)
-        _check("handler_timeout", self.handler_timeout, minimum=0, allow_none=True)
-        for name in ("lease", "sweep_interval", "poll_interval", "io_timeout"):
-            _check(name, getattr(self, name), minimum=1e-3)
-        if not isinstance(self.retry, RetryPolicy):
-            raise ConfigurationError(
-                f"open_worker_pool(retry={self.retry!r}): pass a trioqueue.RetryPolicy"
-            )
-
-
-@attrs.frozen
-class ShutdownReport:
-    """What `WorkerPool.shutdown` did."""
-
-    finished: int
-    """Handlers that were running at the start of the shutdown and finished in the grace period."""
-    cancelled: int
-    """Handlers cancelled when the grace period ran out."""
-    released: int
-    """Unfinished jobs put back in the backend: cancelled, prefetched, or waiting to retry."""
-
-    @property
-    def clean(self) -> bool:
-        """True when no handler had to be cancelled."""
-        return self.cancelled == 0
-
-
 @final
 class WorkerPool:
     """A running pool of workers; made by `open_worker_pool`, not directly."""
 
     def __init__(
-        self, backend: Backend, handler: Handler, config: _Config, rng: random.Random
+        self, backend: Backend, handler: Handler, config: PoolConfig, rng: random.Random
     ) -> None:
         self._backend = backend
         self._handler = handler
@@ -206,7 +136,7 @@ class WorkerPool:
         Raises:
             ConfigurationError: *grace* is negative or not a number.
         """
-        _check("grace", grace, minimum=0, where="WorkerPool.shutdown")
+        check_number("grace", grace, minimum=0, where="WorkerPool.shutdown")
         if self._shutdown_started:
             await self._shutdown_done.wait()
             assert self._report is not None
@@ -520,7 +450,7 @@ async def open_worker_pool(
     Raises:
         ConfigurationError: A setting is out of range; the message names it.
     """
-    config = _Config(
+    config = PoolConfig(
         workers=workers,
         retry=RetryPolicy() if retry is None else retry,
         handler_timeout=handler_timeout,
