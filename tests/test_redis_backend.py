@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 
 import trioqueue
 from trioqueue import ConfigurationError, JobState, Queue
@@ -126,7 +127,8 @@ async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer):
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(claimer)
-            await trio.sleep(0.2)  # the claimer is blocked in BLMOVE on the empty list
+            # every task quiet for 100 ms: the claimer is blocked in BLMOVE on the empty list
+            await trio.testing.wait_all_tasks_blocked(cushion=0.1)
             await Queue(backend).enqueue({"late": True}, id="late")
         assert [c.job.id for c in claims] == ["late"]
         assert (await backend.stats()).gauges.inflight == 1

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 import trioqueue
 from trioqueue import JobState, Queue
@@ -150,7 +151,8 @@ async def test_a_pool_started_while_redis_is_down_waits_and_then_works(
 
     async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=2) as backend:
         async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2) as pool:
-            await trio.sleep(0.5)
+            # quiet for 50 ms: the fetcher tried, failed and sleeps out its backoff
+            await trio.testing.wait_all_tasks_blocked(cushion=0.05)
             assert "could not be reached" in caplog.text
             await trio.to_thread.run_sync(own_server.start)
             await Queue(backend).enqueue("late", id="late")

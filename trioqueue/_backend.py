@@ -15,13 +15,47 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
+from ._exceptions import ConfigurationError
+from ._records import Retention
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import ErrorInfo, Job, JobRecord
 
-__all__ = ["AddMode", "Backend", "Claim", "NewJob", "Receipt", "SweepReport"]
+__all__ = [
+    "AddMode",
+    "Backend",
+    "Claim",
+    "NewJob",
+    "Receipt",
+    "SweepReport",
+    "checked_capacity",
+    "checked_retention",
+]
+
+
+def checked_capacity(owner: str, capacity: int) -> int:
+    """Return *capacity*, or raise `ConfigurationError` naming *owner* unless it is an int >= 1."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ConfigurationError(
+            f"{owner}(capacity={capacity!r}): capacity is the most jobs waiting on the ready "
+            "queue; use a whole number >= 1"
+        )
+    return capacity
+
+
+def checked_retention(owner: str, retention: Retention | int) -> Retention:
+    """Return *retention* as a `Retention`; an int is a count limit."""
+    if isinstance(retention, Retention):
+        return retention
+    if isinstance(retention, bool) or not isinstance(retention, int):
+        raise ConfigurationError(
+            f"{owner}(retention={retention!r}): pass a trioqueue.Retention, or a whole number "
+            "of finished records to keep"
+        )
+    return Retention(max_count=retention)
 
 
 class AddMode(enum.Enum):

@@ -10,8 +10,16 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
-from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
-from .._exceptions import ConfigurationError, IdempotencyConflict, JobNotFound, QueueFull
+from .._backend import (
+    AddMode,
+    Claim,
+    NewJob,
+    Receipt,
+    SweepReport,
+    checked_capacity,
+    checked_retention,
+)
+from .._exceptions import IdempotencyConflict, JobNotFound, QueueFull
 from .._metrics import Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, JobState, Retention, check_transition
 
@@ -83,20 +91,8 @@ class MemoryBackend:
     def __init__(
         self, capacity: int = 1000, *, retention: Retention | int = _DEFAULT_RETENTION
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ConfigurationError(
-                f"MemoryBackend(capacity={capacity!r}): capacity is the most jobs waiting on "
-                "the ready queue; use a whole number >= 1"
-            )
-        self._capacity = capacity
-        if not isinstance(retention, Retention):
-            if isinstance(retention, bool) or not isinstance(retention, int):
-                raise ConfigurationError(
-                    f"MemoryBackend(retention={retention!r}): pass a trioqueue.Retention, or a "
-                    "whole number of finished records to keep"
-                )
-            retention = Retention(max_count=retention)
-        self._retention = retention
+        self._capacity = checked_capacity("MemoryBackend", capacity)
+        self._retention = checked_retention("MemoryBackend", retention)
         self._records: dict[str, _Entry] = {}
         self._ready: collections.deque[_Entry] = collections.deque()
         self._unqueued: collections.deque[_Entry] = collections.deque()

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import time
 from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import trio
 
-from .._backend import AddMode, Claim, NewJob, Receipt, SweepReport
+from .._backend import (
+    AddMode,
+    Claim,
+    NewJob,
+    Receipt,
+    SweepReport,
+    checked_capacity,
+    checked_retention,
+)
 from .._exceptions import (
     BackendUnavailable,
     ConfigurationError,
@@ -46,9 +53,6 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
 
 __all__ = ["RedisBackend"]
 
-logger = logging.getLogger("trioqueue.redis")
-
-_MARK: Final = b"\x00"
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
@@ -151,11 +155,7 @@ class RedisBackend:
         recovery_zset: str | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ConfigurationError(
-                f"RedisBackend(capacity={capacity!r}): capacity is the most jobs waiting on "
-                "the ready list; use a whole number >= 1"
-            )
+        capacity = checked_capacity("RedisBackend", capacity)
         if min_idle is None:
             raise ConfigurationError(
                 "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
@@ -169,14 +169,12 @@ class RedisBackend:
                 f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
                 "a recovery set that expires before its claims go idle would lose them"
             )
-        if not isinstance(retention, Retention):
-            retention = Retention(max_count=retention)
         self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
         self._capacity = capacity
         self._min_idle = float(min_idle)
         self._recovery_ttl = recovery_ttl
-        self._retention = retention
+        self._retention = checked_retention("RedisBackend", retention)
         self._clock = clock
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}
@@ -326,8 +324,10 @@ class RedisBackend:
         client = self._require_client()
         with self._reachable():
             ids = [_text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
-        records = [await self.status(job_id) for job_id in ids]
-        return [r for r in records if r is not None]
+            async with client.pipeline(transaction=False) as pipe:
+                reads = [pipe.hgetall(self._keys.job_prefix + job_id) for job_id in ids]
+            found = [(job_id, await read) for job_id, read in zip(ids, reads, strict=True)]
+        return [_record(job_id, fields) for job_id, fields in found if fields]
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
