@@ -37,6 +37,7 @@ from .._exceptions import (
 )
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, JobState, Retention
+from ._batching import Batcher
 from ._redis_keys import RedisKeys
 from ._redis_scripts import load_sources
 
@@ -56,6 +57,7 @@ __all__ = ["RedisBackend"]
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
+_MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _UNREACHABLE: Final = (
     coredis.exceptions.ConnectionError,  # includes BusyLoadingError while a restart loads
     coredis.exceptions.ClusterDownError,
@@ -182,6 +184,8 @@ class RedisBackend:
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         self._scheduled_here = trio.lowlevel.ParkingLot()  # wakes test-clock claims
+        # outcomes reported while one batch is in flight share the next round trip
+        self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
     def __repr__(self) -> str:
         return f"<trioqueue.RedisBackend queue={self._keys.ready!r} url={self._url!r}>"
@@ -422,22 +426,27 @@ class RedisBackend:
             ttl = "" if self._recovery_ttl is None else self._recovery_ttl
             await self._run("renew", lease, ttl, *pairs)
 
+    async def _send_outcomes(self, outcomes: Sequence[tuple[str, ...]]) -> list[bytes]:
+        """Record a batch of outcomes in one script call (see `Batcher`)."""
+        return list(await self._run("settle", *[part for group in outcomes for part in group]))
+
     async def _settle(
         self, claim: Claim, kind: str, error: ErrorInfo | None = None, reason: str = ""
     ) -> bool:
-        age = await self._run(
-            "settle",
-            claim.job.id,
-            claim.token,
-            kind,
-            error.type if error else "",
-            error.message if error else "",
-            reason,
+        age = await self._outcomes.submit(
+            (
+                claim.job.id,
+                claim.token,
+                kind,
+                error.type if error else "",
+                error.message if error else "",
+                reason,
+            )
         )
         local = self._metrics
-        if kind == "requeue" or age is None:
+        if kind == "requeue" or not age:
             self._scheduled_here.unpark_all()  # a requeue, or a job that may have moved
-        if age is None:
+        if not age:
             local.stale += 1
             return False
         if kind != "requeue":

@@ -1,48 +1,54 @@
--- Record the outcome of an attempt. ARGV[6..11]: id, token, kind, error type,
--- error message, reason. kind: ack, drop, dead, retry (the claim keeps the job),
--- requeue (a job that waited to retry goes back on the queue).
--- Returns false when the claim is stale, else the job's seconds since acceptance.
-local id, token, kind = ARGV[6], ARGV[7], ARGV[8]
-local etype, emsg, reason = ARGV[9], ARGV[10], ARGV[11]
-local key = jobkey(id)
-if redis.call('HGET', key, 't') ~= token then
-  count('stale')
-  return false
-end
-local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
-if kind ~= 'requeue' and redis.call('HGET', key, 's') ~= 'processing' then
-  -- the same outcome sent again after its reply was lost: it already counted
-  return age
-end
-if kind == 'requeue' then
+-- Record the outcomes of attempts, in order. ARGV[6..]: groups of six: id, token,
+-- kind, error type, error message, reason. kind: ack, drop, dead, retry (the claim
+-- keeps the job), requeue (a job that waited to retry goes back on the queue).
+-- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
+local function settle(id, token, kind, etype, emsg, reason)
+  local key = jobkey(id)
+  if redis.call('HGET', key, 't') ~= token then
+    count('stale')
+    return ''
+  end
+  local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
+  if kind ~= 'requeue' and redis.call('HGET', key, 's') ~= 'processing' then
+    -- the same outcome sent again after its reply was lost: it already counted
+    return age
+  end
+  if kind == 'requeue' then
+    unclaim(id)
+    schedule(id)
+    return age
+  end
+  redis.call('HINCRBY', key, 'a', 1)
+  redis.call('HSET', key, 'u', stamp(NOW))
+  count('processed')
+  if etype ~= '' then
+    redis.call('HSET', key, 'et', etype, 'em', emsg)
+    count('failed')
+  end
+  if kind == 'retry' then
+    redis.call('HSET', key, 's', 'failed_retry')
+    count('retries')
+    return age
+  end
   unclaim(id)
-  schedule(id)
+  if kind == 'ack' then
+    redis.call('HSET', key, 's', 'completed')
+    count('succeeded')
+    finished(id)
+  elseif kind == 'drop' then
+    redis.call('HSET', key, 's', 'dropped', 'w', reason)
+    count('dropped')
+    finished(id)
+  else
+    redis.call('HSET', key, 's', 'failed', 'w', reason)
+    redis.call('LPUSH', K_DEAD, id)
+    count('dead_lettered')
+  end
   return age
 end
-redis.call('HINCRBY', key, 'a', 1)
-redis.call('HSET', key, 'u', stamp(NOW))
-count('processed')
-if etype ~= '' then
-  redis.call('HSET', key, 'et', etype, 'em', emsg)
-  count('failed')
+
+local out = {}
+for i = 6, #ARGV, 6 do
+  out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
 end
-if kind == 'retry' then
-  redis.call('HSET', key, 's', 'failed_retry')
-  count('retries')
-  return age
-end
-unclaim(id)
-if kind == 'ack' then
-  redis.call('HSET', key, 's', 'completed')
-  count('succeeded')
-  finished(id)
-elseif kind == 'drop' then
-  redis.call('HSET', key, 's', 'dropped', 'w', reason)
-  count('dropped')
-  finished(id)
-else
-  redis.call('HSET', key, 's', 'failed', 'w', reason)
-  redis.call('LPUSH', K_DEAD, id)
-  count('dead_lettered')
-end
-return age
+return out
