@@ -19,12 +19,16 @@ settings.register_profile("default", deadline=None, max_examples=100)
 settings.register_profile("ci", deadline=None, max_examples=200, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-# The Redis backend joins this list once it passes the whole contract suite (issue 6).
-BACKENDS = [pytest.param("memory", id="memory"), pytest.param("redis", id="redis")]
+# Every backend and mode runs the whole contract suite.
+BACKENDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("redis", id="redis"),
+    pytest.param("redis-simple", id="redis-simple"),
+]
 
 # Real seconds every task must stay blocked before a mock clock jumps: a Redis reply
 # in flight leaves every task blocked too, and must not count as idle.
-JUMP_AFTER = {"memory": 0.0, "redis": 0.02}
+JUMP_AFTER = {"memory": 0.0, "redis": 0.02, "redis-simple": 0.02}
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
@@ -58,6 +62,8 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
 
     Redis backends get a queue of their own on the session's private server, and
     run on Trio's clock so the mock-clock tests mean the same on both.
+    ``make_backend.redelivers`` says whether a crashed owner's job runs again
+    (at-least-once) or becomes a dead letter (the simple, at-most-once queue).
     """
     kind = request.param
 
@@ -74,11 +80,13 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
             capacity=capacity,
             min_idle=30,
             clock=trio.current_time,
+            reliable=kind == "redis",
             **options,
         )
         return await _connected(backend)
 
     make.kind = kind  # type: ignore[attr-defined]
+    make.redelivers = kind != "redis-simple"  # type: ignore[attr-defined]
     return make
 
 

@@ -7,6 +7,7 @@ import sys
 import uuid
 from typing import TYPE_CHECKING
 
+import coredis
 import pytest
 import trio
 import trio.testing
@@ -46,6 +47,10 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
         (
             {"queue": "{q}", "min_idle": 30, "processing": "other.processing"},
             r"different Redis Cluster slots",
+        ),
+        (
+            {"queue": "{q}", "reliable": False, "recovery_zset": "{q}.claims"},
+            r"a simple queue never redelivers.*drop recovery_zset",
         ),
     ],
 )
@@ -118,8 +123,18 @@ async def test_a_stale_owners_late_ack_leaves_the_new_claim_intact(redis_server:
         assert (stats.recovered, stats.stale, stats.succeeded) == (1, 1, 1)
 
 
-async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer):
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+def test_a_simple_queue_needs_no_min_idle():
+    backend = trioqueue.RedisBackend("redis://127.0.0.1:1/0", queue="{q}", reliable=False)
+    assert not backend.reliable
+    assert backend.default_lease == 30
+    assert "simple" in repr(backend)
+
+
+@pytest.mark.parametrize("reliable", [True, False], ids=["reliable", "simple"])
+async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer, reliable: bool):
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=30, reliable=reliable
+    ) as backend:
         claims: list[trioqueue.Claim] = []
 
         async def claimer() -> None:
@@ -132,6 +147,37 @@ async def test_blmove_waits_for_a_job_and_claims_it(redis_server: RedisServer):
             await Queue(backend).enqueue({"late": True}, id="late")
         assert [c.job.id for c in claims] == ["late"]
         assert (await backend.stats()).gauges.inflight == 1
+        assert await backend.pending() == 1
+        client = coredis.Redis.from_url(redis_server.url)
+        async with client:
+            # a reliable claim keeps the job in Redis until its outcome; a simple one takes it
+            assert await client.llen(backend.keys.processing) == (1 if reliable else 0)
+            assert await client.llen(backend.keys.ready) == 0
+
+
+async def test_a_simple_queue_is_fifo_and_each_job_goes_to_one_consumer(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=30, reliable=False
+    ) as backend:
+        for n in range(20):
+            await Queue(backend).enqueue(n, id=f"j{n}")
+        taken: list[list[object]] = [[], [], []]
+
+        async def consumer(mine: list[object]) -> None:
+            while claims := await backend.claim(2, lease=30, block=0):
+                for claim in claims:
+                    mine.append(claim.job.payload)
+                    assert await backend.ack(claim)
+
+        async with trio.open_nursery() as nursery:
+            for mine in taken:
+                nursery.start_soon(consumer, mine)
+        every = [n for mine in taken for n in mine]
+        assert sorted(every) == list(range(20))  # each exactly once
+        assert all(mine == sorted(mine) for mine in taken)  # in the order they went in
+        assert (await backend.stats()).succeeded == 20
 
 
 async def test_an_entry_stranded_in_processing_without_a_claim_is_recovered(
@@ -245,7 +291,7 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         clock["now"] += 6
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
-        late = await backend._run("claim", 1, 5, "", element)  # A's registration, at last
+        late = await backend._run("claim", 1, 5, "", "reliable", element)  # A registers, at last
         assert late == []
         stats = await backend.stats()
         assert (stats.gauges.inflight, await backend.pending()) == (1, 1)

@@ -35,25 +35,30 @@ def own_server():
     server.close()
 
 
+async def start_and_kill_mid_handler(url: str, name: str, min_idle: float, *mode: str) -> float:
+    """Run kill_target.py until its handler starts on ``victim``, SIGKILL it; the time then."""
+    command = [sys.executable, str(TARGET), url, name, str(min_idle), *mode]
+    # a plain Popen handle, to SIGKILL it; starting it takes milliseconds
+    worker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+    try:
+        assert worker.stdout is not None
+        line = await trio.to_thread.run_sync(worker.stdout.readline)
+        assert line.strip() == "started victim"
+    finally:
+        worker.kill()  # SIGKILL mid-handler: no cleanup runs
+        await trio.to_thread.run_sync(worker.wait)
+        if worker.stdout is not None:
+            worker.stdout.close()
+    return trio.current_time()
+
+
 async def test_a_job_of_a_killed_worker_is_recovered_within_min_idle_and_a_sweep(
     redis_server: RedisServer,
 ):
     name, min_idle, sweep = queue_name(), 1.0, 0.2
     async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
         await Queue(backend).enqueue({"n": 1}, id="victim")
-        command = [sys.executable, str(TARGET), redis_server.url, name, str(min_idle)]
-        # a plain Popen handle, to SIGKILL it; starting it takes milliseconds
-        worker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
-        try:
-            assert worker.stdout is not None
-            line = await trio.to_thread.run_sync(worker.stdout.readline)
-            assert line.strip() == "started victim"
-        finally:
-            worker.kill()  # SIGKILL mid-handler: no cleanup runs
-            await trio.to_thread.run_sync(worker.wait)
-            if worker.stdout is not None:
-                worker.stdout.close()
-        killed_at = trio.current_time()
+        killed_at = await start_and_kill_mid_handler(redis_server.url, name, min_idle)
         runs: list[float] = []
 
         async def handler(job: trioqueue.Job) -> None:
@@ -67,6 +72,32 @@ async def test_a_job_of_a_killed_worker_is_recovered_within_min_idle_and_a_sweep
         assert runs[0] <= min_idle + sweep + 1.0  # one second for the process to start
         stats = await backend.stats()
         assert (stats.recovered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+
+
+async def test_a_simple_queue_never_reruns_a_killed_workers_job(redis_server: RedisServer):
+    name, min_idle, sweep = queue_name(), 1.0, 0.2
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=name, min_idle=min_idle, reliable=False
+    ) as backend:
+        await Queue(backend).enqueue({"n": 1}, id="victim")
+        killed_at = await start_and_kill_mid_handler(redis_server.url, name, min_idle, "simple")
+        runs: list[str] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            runs.append(job.id)
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, sweep_interval=sweep, poll_interval=0.2
+        ):
+            pass  # drains once the abandoned claim has become a dead letter
+        assert runs == []  # at most once
+        assert trio.current_time() - killed_at <= min_idle + sweep + 1.0
+        [dead] = await backend.dead_letters()
+        assert dead.id == "victim"
+        assert "its worker stopped" in (dead.reason or "")
+        stats = await backend.stats()
+        assert (stats.dead_lettered, stats.recovered, stats.gauges.held) == (1, 0, 0)
+        assert stats.conserved
 
 
 async def test_a_handler_running_ten_times_min_idle_runs_once(redis_server: RedisServer):

@@ -58,6 +58,7 @@ _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
+_SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
 _UNREACHABLE: Final = (
     coredis.exceptions.ConnectionError,  # includes BusyLoadingError while a restart loads
     coredis.exceptions.ClusterDownError,
@@ -116,11 +117,17 @@ class RedisBackend:
         ) as backend:
             ...
 
-    Reliable mode: a job leaves Redis only after its handler is done with it
-    (at-least-once). Claims are leased for *min_idle* seconds and renewed by
-    the pool that holds them; the sweeper puts back claims whose owner stopped
-    renewing them (a crashed process), so *min_idle* bounds how long a crash
-    delays a job, not how long a handler may run.
+    Reliable mode (the default): a job leaves Redis only after its handler is
+    done with it (at-least-once). Claims are leased for *min_idle* seconds and
+    renewed by the pool that holds them; the sweeper puts back claims whose
+    owner stopped renewing them (a crashed process), so *min_idle* bounds how
+    long a crash delays a job, not how long a handler may run.
+
+    Simple mode (``reliable=False``): a claim takes the job off the queue, and
+    no job is ever run twice (at-most-once), for handlers whose side effects
+    must not repeat. A job whose worker dies while holding it is not run
+    again: once its lease runs out, the sweeper keeps it as a dead letter
+    whose reason says so, where you can inspect it or requeue it by hand.
 
     Args:
         url: ``redis://host:port/db``.
@@ -128,8 +135,10 @@ class RedisBackend:
             must share its cluster slot, so give it a hash tag: ``"{mail}"``.
         capacity: Most jobs on the ready list; `Queue.enqueue` waits beyond it.
         min_idle: Seconds a claim stays valid without renewal (the lease);
-            required. Workers renew their claims, so this bounds how long a
-            crash delays a job, not how long a handler may run.
+            required in reliable mode. Workers renew their claims, so this
+            bounds how long a crash delays a job, not how long a handler may
+            run. In simple mode, how long a crashed worker's job waits before
+            it becomes a dead letter (default 30).
         recovery_ttl: Seconds an abandoned queue's claims set lives; must
             exceed *min_idle*. None keeps it until the claims are recovered.
         retention: How long finished records are kept (count and age).
@@ -138,6 +147,8 @@ class RedisBackend:
         clock: None to use the Redis server's clock (the default: hosts need
             no clock agreement). Tests pass ``trio.current_time`` to run on a
             mock clock; then claims poll instead of blocking in ``BLMOVE``.
+        reliable: True for at-least-once delivery with recovery (the
+            default), False for a simple, at-most-once queue.
 
     Raises:
         ConfigurationError: A setting is out of range, or the keys fall in
@@ -156,8 +167,17 @@ class RedisBackend:
         processing: str | None = None,
         recovery_zset: str | None = None,
         clock: Callable[[], float] | None = None,
+        reliable: bool = True,
     ) -> None:
         capacity = checked_capacity("RedisBackend", capacity)
+        if not reliable:
+            if recovery_zset is not None:
+                raise ConfigurationError(
+                    f"RedisBackend(reliable=False, recovery_zset={recovery_zset!r}): a simple "
+                    "queue never redelivers, so it has no recovery set; drop recovery_zset, or "
+                    "use reliable=True for at-least-once delivery"
+                )
+            min_idle = _SIMPLE_LEASE if min_idle is None else min_idle
         if min_idle is None:
             raise ConfigurationError(
                 "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
@@ -178,6 +198,7 @@ class RedisBackend:
         self._recovery_ttl = recovery_ttl
         self._retention = checked_retention("RedisBackend", retention)
         self._clock = clock
+        self._mode = "reliable" if reliable else "simple"
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
@@ -188,7 +209,7 @@ class RedisBackend:
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
     def __repr__(self) -> str:
-        return f"<trioqueue.RedisBackend queue={self._keys.ready!r} url={self._url!r}>"
+        return f"<trioqueue.RedisBackend {self._mode} queue={self._keys.ready!r} url={self._url!r}>"
 
     async def __aenter__(self) -> Self:
         # no silent re-sends: a script whose reply was lost may have run, and the pool
@@ -214,6 +235,11 @@ class RedisBackend:
     def keys(self) -> RedisKeys:
         """Every key this queue uses."""
         return self._keys
+
+    @property
+    def reliable(self) -> bool:
+        """True for at-least-once delivery with recovery; False for a simple queue."""
+        return self._mode == "reliable"
 
     @property
     def capacity(self) -> int:
@@ -320,7 +346,11 @@ class RedisBackend:
         client, keys = self._require_client(), self._keys
         with self._reachable():
             async with client.pipeline(transaction=True) as pipe:
-                parts = [pipe.llen(k) for k in (keys.ready, keys.unqueued, keys.processing)]
+                parts = [pipe.llen(keys.ready), pipe.llen(keys.unqueued)]
+                if self._mode == "simple":  # claimed jobs are in the claims set only
+                    parts.append(pipe.zcard(keys.claims))
+                else:
+                    parts.append(pipe.llen(keys.processing))
             return sum([await p for p in parts])
 
     async def dead_letters(self) -> list[JobRecord]:
@@ -349,7 +379,7 @@ class RedisBackend:
 
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
-        counters, gauges = await self._run("stats")
+        counters, gauges = await self._run("stats", self._mode)
         values = {_text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
         depth, unqueued, inflight, retrying, dead = (int(g) for g in gauges)
         self._gauges = Gauges(
@@ -399,7 +429,7 @@ class RedisBackend:
         cancellation takes effect after at most *block* seconds.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl))
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, self._mode))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
@@ -407,7 +437,7 @@ class RedisBackend:
             # schedule a job, or poll after *block* on the test clock.
             with trio.move_on_after(block):
                 await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, self._mode))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -416,7 +446,8 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, element))
+            rows = await self._run("claim", max_jobs, lease, ttl, self._mode, element)
+            return await self._claims(rows)
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
@@ -495,7 +526,7 @@ class RedisBackend:
 
     async def sweep(self) -> SweepReport:
         """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
-        scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
+        scheduled, recovered, evicted = await self._run("sweep", self._min_idle, self._mode)
         self._metrics.recovered += int(recovered)
         if scheduled or recovered:
             self._scheduled_here.unpark_all()

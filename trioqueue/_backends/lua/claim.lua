@@ -1,7 +1,10 @@
 -- Claim up to ARGV[6] ready jobs for ARGV[7] seconds; ARGV[8]: the claims set's
--- lifetime ('' = none). ARGV[9], if given, is an element a blocking BLMOVE already
--- moved to the processing list: it is claimed first.
-local max, lease, ttl, given = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+-- lifetime ('' = none); ARGV[9]: 'reliable' or 'simple'. ARGV[10], if given, is an
+-- element a blocking BLMOVE already moved to the processing list: it is claimed first.
+-- A reliable claim keeps the job in the processing list until its outcome; a simple
+-- claim takes it off every list (the claims set still holds its lease).
+local max, lease, ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local simple, given = ARGV[9] == 'simple', ARGV[10]
 local out = {}
 
 local function take(element)
@@ -16,7 +19,7 @@ local function take(element)
     redis.call('ZREM', K_CLAIMS, element)
     id = adopt(element)
     if not id then return end
-    redis.call('LPUSH', K_PROC, MARK .. id)
+    if not simple then redis.call('LPUSH', K_PROC, MARK .. id) end
   end
   local key = jobkey(id)
   local token_now = redis.call('HGET', key, 't')
@@ -36,6 +39,7 @@ local function take(element)
   local token = tostring(redis.call('INCR', K_SEQ))
   redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW))
   redis.call('ZADD', K_CLAIMS, NOW + lease, MARK .. id)
+  if simple then redis.call('LREM', K_PROC, 1, MARK .. id) end
   local rec = redis.call('HMGET', key, 'p', 'a', 'r')
   out[#out + 1] = {id, rec[1], rec[2], token, rec[3]}
 end
@@ -45,7 +49,12 @@ if given then
   if redis.call('LPOS', K_PROC, given) then take(given) end
 end
 while #out < max do
-  local element = redis.call('LMOVE', K_READY, K_PROC, 'RIGHT', 'LEFT')
+  local element
+  if simple then
+    element = redis.call('RPOP', K_READY)
+  else
+    element = redis.call('LMOVE', K_READY, K_PROC, 'RIGHT', 'LEFT')
+  end
   if not element then break end
   take(element)
 end

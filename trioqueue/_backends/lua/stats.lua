@@ -1,7 +1,13 @@
--- Counters and true gauges in one consistent read.
+-- Counters and true gauges in one consistent read. ARGV[6]: 'reliable' or 'simple'
+-- (whose claimed jobs are in the claims set only).
 -- Returns {counter field/value pairs, {depth, unqueued, inflight, retry_waiting, dead}}.
 local retrying = 0
-local processing = redis.call('LRANGE', K_PROC, 0, -1)
+local processing
+if ARGV[6] == 'simple' then
+  processing = redis.call('ZRANGE', K_CLAIMS, 0, -1)
+else
+  processing = redis.call('LRANGE', K_PROC, 0, -1)
+end
 for _, element in ipairs(processing) do
   if string.sub(element, 1, 1) == MARK then
     if redis.call('HGET', jobkey(string.sub(element, 2)), 's') == 'failed_retry' then

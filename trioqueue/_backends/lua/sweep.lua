@@ -1,19 +1,34 @@
 -- Recover expired claims, stamp unregistered processing entries, schedule stored
--- jobs, evict old finished records. ARGV[6]: seconds before a stamped entry expires.
+-- jobs, evict old finished records. ARGV[6]: seconds before a stamped entry expires;
+-- ARGV[7]: 'reliable' or 'simple'. A simple queue runs a job at most once: an
+-- expired claim whose handler may have started becomes a dead letter, not a retry.
 -- Returns {scheduled, recovered, evicted}.
-local grace = tonumber(ARGV[6])
+local grace, simple = tonumber(ARGV[6]), ARGV[7] == 'simple'
 local recovered = 0
+local function abandon(id)
+  unclaim(id)
+  redis.call('HSET', jobkey(id), 's', 'failed', 'u', stamp(NOW), 'w',
+    'its worker stopped while holding it; a simple queue never runs a job twice, '
+    .. 'so requeue it by hand if it should run again')
+  redis.call('LPUSH', K_DEAD, id)
+  count('dead_lettered')
+end
+
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
-  if string.sub(member, 1, 1) == MARK and redis.call('EXISTS', jobkey(string.sub(member, 2))) == 1 then
-    putback(string.sub(member, 2))
-  else
+  local id = string.sub(member, 2)
+  if string.sub(member, 1, 1) ~= MARK or redis.call('EXISTS', jobkey(id)) == 0 then
     -- moved by a BLMOVE whose claim was never registered (its worker died)
     redis.call('LREM', K_PROC, 1, member)
     redis.call('ZREM', K_CLAIMS, member)
-    local id = adopt(member)
-    if id then schedule(id) end
+    local adopted = adopt(member)
+    if adopted then schedule(adopted) end
+    recovered = recovered + 1
+  elseif simple and redis.call('HGET', jobkey(id), 's') == 'processing' then
+    abandon(id)  -- its handler may have run
+  else
+    putback(id)
+    recovered = recovered + 1
   end
-  recovered = recovered + 1
 end
 -- An element in the processing list with no claim time would never be recovered:
 -- give it one, so it is recovered after the grace unless its claim is registered.
