@@ -48,6 +48,7 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
             {"queue": "{q}", "min_idle": 30, "processing": "other.processing"},
             r"different Redis Cluster slots",
         ),
+        ({"queue": "{q}", "min_idle": 30, "key_ttl": 0}, r"key_ttl=0.*> 0"),
         (
             {"queue": "{q}", "reliable": False, "recovery_zset": "{q}.claims"},
             r"a simple queue never redelivers.*drop recovery_zset",
@@ -291,8 +292,117 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         clock["now"] += 6
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
-        late = await backend._run("claim", 1, 5, "", "reliable", element)  # A registers, at last
+        late = await backend._run("claim", 1, 5, "", element)  # A registers, at last
         assert late == []
         stats = await backend.stats()
         assert (stats.gauges.inflight, await backend.pending()) == (1, 1)
         assert await backend.ack(owner)
+
+
+async def wait_until_gone(client: coredis.Redis[bytes], key: str) -> None:
+    """Poll until Redis has expired *key* (the server's own timer; bounded)."""
+    with trio.fail_after(10):
+        while await client.exists([key]):  # noqa: ASYNC110 - the server holds the timer
+            await trio.sleep(0.05)
+
+
+async def test_without_key_ttl_nothing_expires(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        await Queue(backend).enqueue({"n": 1}, id="j")
+        async with coredis.Redis.from_url(redis_server.url) as client:
+            assert await client.pttl(backend.keys.ready) == -1
+            assert await client.pttl(backend.keys.job_prefix + "j") == -1
+
+
+async def test_each_enqueue_keeps_a_queue_with_key_ttl_alive(redis_server: RedisServer):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=60
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        await Queue(backend).enqueue({"n": 1})
+        await client.pexpire(backend.keys.ready, 5_000)  # as if 55 s had passed
+        await Queue(backend).enqueue({"n": 2})
+        assert 59_000 < await client.pttl(backend.keys.ready) <= 60_000
+
+
+async def test_an_unfed_queue_expires_with_its_jobs(redis_server: RedisServer):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        for n in range(3):
+            await queue.enqueue({"n": n}, id=f"j{n}")
+        await wait_until_gone(client, backend.keys.ready)
+        await wait_until_gone(client, backend.keys.job_prefix + "j0")
+        assert await queue.status("j0") is None
+        assert await backend.claim(3, lease=30, block=0) == []
+        receipt = await queue.enqueue({"other": True}, id="j0")  # the id is free again
+        assert not receipt.deduplicated
+
+
+async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisServer):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue({"n": 1}, id="running")
+        await queue.enqueue({"n": 2}, id="doomed")
+        running, doomed = await backend.claim(2, lease=30, block=0)
+        assert await backend.dead_letter(doomed, None, "no")
+        await wait_until_gone(client, backend.keys.ready)
+        await trio.sleep(0.4)  # longer than key_ttl: nothing claimed may expire meanwhile
+        assert await client.pttl(backend.keys.job_prefix + "running") == -1
+        assert await client.pttl(backend.keys.job_prefix + "doomed") == -1
+        assert await backend.ack(running)
+        assert [dead.id for dead in await backend.dead_letters()] == ["doomed"]
+
+
+async def test_a_job_that_waited_past_key_ttl_is_forgotten_and_counted(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=60
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue({"n": 1}, id="old")
+        await client.pexpire(backend.keys.job_prefix + "old", 1)  # as if 60 s had passed
+        await wait_until_gone(client, backend.keys.job_prefix + "old")
+        await queue.enqueue({"n": 2}, id="new")  # the queue itself is still fed
+        [claim] = await backend.claim(5, lease=30, block=0)
+        assert claim.job.id == "new"
+        assert await backend.ack(claim)
+        stats = await backend.stats()
+        assert (stats.enqueued, stats.succeeded, stats.expired) == (2, 1, 1)
+        assert stats.conserved
+
+
+async def test_a_stored_job_that_waited_past_key_ttl_is_forgotten_too(redis_server: RedisServer):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), capacity=1, min_idle=30, key_ttl=60
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.submit({"n": 1}, id="first")
+        assert not (await queue.submit({"n": 2}, id="stored")).queued  # no room: stored
+        await client.pexpire(backend.keys.job_prefix + "stored", 1)
+        await wait_until_gone(client, backend.keys.job_prefix + "stored")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        assert await backend.ack(claim)
+        await backend.sweep()
+        assert await backend.claim(1, lease=30, block=0) == []
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.expired, stats.gauges.held) == (1, 1, 0)
+        assert stats.conserved

@@ -38,6 +38,7 @@ SHARED_COUNTER_NAMES: Final = (
     "released",
     "dead_requeued",
     "stale",
+    "expired",
 )
 """Counters every user of a queue adds to (a shared backend keeps them in one place)."""
 
@@ -167,6 +168,8 @@ class MetricsSnapshot:
     """Dead letters put back on the queue with fresh attempts."""
     stale: int
     """Outcomes ignored because their claim had been recovered and re-claimed."""
+    expired: int
+    """Jobs that waited longer than the queue's ``key_ttl`` and were forgotten."""
     backend_errors: int
     """Calls a pool made to an unreachable backend, and retried (this process only)."""
     gauges: Gauges
@@ -180,15 +183,15 @@ class MetricsSnapshot:
 
     @property
     def finished(self) -> int:
-        """Jobs that left the system: succeeded, dead-lettered or dropped."""
-        return self.succeeded + self.dead_lettered + self.dropped
+        """Jobs that left the system: succeeded, dead-lettered, dropped or expired."""
+        return self.succeeded + self.dead_lettered + self.dropped + self.expired
 
     @property
     def conserved(self) -> bool:
         """Whether every accepted job is accounted for.
 
-        ``enqueued + dead_requeued == succeeded + dead_lettered + dropped + held``,
-        where requeued dead letters count as accepted again.
+        ``enqueued + dead_requeued == succeeded + dead_lettered + dropped +
+        expired + held``, where requeued dead letters count as accepted again.
         """
         return self.enqueued + self.dead_requeued == self.finished + self.gauges.held
 
@@ -215,6 +218,7 @@ class Metrics:
     released: int = attrs.field(default=0, init=False)
     dead_requeued: int = attrs.field(default=0, init=False)
     stale: int = attrs.field(default=0, init=False)
+    expired: int = attrs.field(default=0, init=False)
     backend_errors: int = attrs.field(default=0, init=False)
     queue_wait: Histogram = attrs.field(factory=Histogram, init=False)
     handler_time: Histogram = attrs.field(factory=Histogram, init=False)
@@ -236,6 +240,7 @@ class Metrics:
             released=self.released,
             dead_requeued=self.dead_requeued,
             stale=self.stale,
+            expired=self.expired,
             backend_errors=self.backend_errors,
             gauges=self._gauges(),
             queue_wait=self.queue_wait.snapshot(),

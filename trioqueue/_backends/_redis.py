@@ -149,6 +149,14 @@ class RedisBackend:
             mock clock; then claims poll instead of blocking in ``BLMOVE``.
         reliable: True for at-least-once delivery with recovery (the
             default), False for a simple, at-most-once queue.
+        key_ttl: Seconds an unfed queue lives; None (the default) keeps it
+            for ever. Opt-in, because it loses jobs on purpose: every enqueue
+            keeps the queue alive *key_ttl* seconds more, and a job still
+            waiting *key_ttl* seconds after it was queued is forgotten
+            (counted as ``expired``), so a queue nobody fed for that long
+            disappears with the jobs left in it. Claimed jobs and dead letters
+            never expire; finished records follow the retention, else expire
+            after *key_ttl* too.
 
     Raises:
         ConfigurationError: A setting is out of range, or the keys fall in
@@ -168,6 +176,7 @@ class RedisBackend:
         recovery_zset: str | None = None,
         clock: Callable[[], float] | None = None,
         reliable: bool = True,
+        key_ttl: float | None = None,
     ) -> None:
         capacity = checked_capacity("RedisBackend", capacity)
         if not reliable:
@@ -186,6 +195,7 @@ class RedisBackend:
             )
         _seconds("min_idle", min_idle, allow_none=False)
         _seconds("recovery_ttl", recovery_ttl)
+        _seconds("key_ttl", key_ttl)
         if recovery_ttl is not None and recovery_ttl <= min_idle:
             raise ConfigurationError(
                 f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
@@ -199,12 +209,14 @@ class RedisBackend:
         self._retention = checked_retention("RedisBackend", retention)
         self._clock = clock
         self._mode = "reliable" if reliable else "simple"
+        self._key_ttl = key_ttl
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         self._scheduled_here = trio.lowlevel.ParkingLot()  # wakes test-clock claims
+        self._schedulings = 0  # how many times it was woken: a claim checks for a missed one
         # outcomes reported while one batch is in flight share the next round trip
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
@@ -260,6 +272,11 @@ class RedisBackend:
         """The injected clock, else this host's wall clock (close to the server's TIME)."""
         return self._clock() if self._clock is not None else time.time()
 
+    def _wake_claims(self) -> None:
+        """Tell test-clock claims waiting in this process that a job may be ready."""
+        self._schedulings += 1
+        self._scheduled_here.unpark_all()
+
     def _cached_gauges(self) -> Gauges:
         return self._gauges
 
@@ -288,6 +305,8 @@ class RedisBackend:
             self._capacity,
             "" if retention.max_count is None else retention.max_count,
             "" if retention.max_age is None else retention.max_age,
+            self._mode,
+            "" if self._key_ttl is None else self._key_ttl,
         ]
         keys = self._keys
         # A script that was sent may have run even if its reply never came back: once
@@ -322,7 +341,7 @@ class RedisBackend:
             )
             if status == b"new":
                 self._metrics.enqueued += 1
-                self._scheduled_here.unpark_all()
+                self._wake_claims()
                 return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
             if status == b"dup":
                 self._metrics.deduplicated += 1
@@ -368,7 +387,7 @@ class RedisBackend:
         if not await self._run("requeue_dead", job_id):
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
-        self._scheduled_here.unpark_all()
+        self._wake_claims()
         record = await self.status(job_id)
         assert record is not None
         return record
@@ -379,7 +398,7 @@ class RedisBackend:
 
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
-        counters, gauges = await self._run("stats", self._mode)
+        counters, gauges = await self._run("stats")
         values = {_text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
         depth, unqueued, inflight, retrying, dead = (int(g) for g in gauges)
         self._gauges = Gauges(
@@ -429,15 +448,18 @@ class RedisBackend:
         cancellation takes effect after at most *block* seconds.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, self._mode))
+        schedulings = self._schedulings
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
             # A test clock: the server cannot block on it. Wait for this process to
-            # schedule a job, or poll after *block* on the test clock.
-            with trio.move_on_after(block):
-                await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, self._mode))
+            # schedule a job (unless it did while the claim was in flight), or poll
+            # after *block* on the test clock.
+            if schedulings == self._schedulings:
+                with trio.move_on_after(block):
+                    await self._scheduled_here.park()
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -446,8 +468,7 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            rows = await self._run("claim", max_jobs, lease, ttl, self._mode, element)
-            return await self._claims(rows)
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, element))
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
@@ -476,7 +497,7 @@ class RedisBackend:
         )
         local = self._metrics
         if kind == "requeue" or not age:
-            self._scheduled_here.unpark_all()  # a requeue, or a job that may have moved
+            self._wake_claims()  # a requeue, or a job that may have moved
         if not age:
             local.stale += 1
             return False
@@ -521,13 +542,13 @@ class RedisBackend:
             return 0
         released = int(await self._run("release", *pairs))
         self._metrics.released += released
-        self._scheduled_here.unpark_all()
+        self._wake_claims()
         return released
 
     async def sweep(self) -> SweepReport:
         """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
-        scheduled, recovered, evicted = await self._run("sweep", self._min_idle, self._mode)
+        scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
         self._metrics.recovered += int(recovered)
         if scheduled or recovered:
-            self._scheduled_here.unpark_all()
+            self._wake_claims()
         return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))

@@ -1,5 +1,5 @@
--- Accept a job, or find the existing one. ARGV[6..9]: id, payload, payload hash, mode.
-local id, payload, hash, mode = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+-- Accept a job, or find the existing one. ARGV[8..11]: id, payload, payload hash, mode.
+local id, payload, hash, mode = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local key = jobkey(id)
 local existing = redis.call('HGET', key, 'h')
 if existing then

@@ -1,16 +1,20 @@
--- Claim up to ARGV[6] ready jobs for ARGV[7] seconds; ARGV[8]: the claims set's
--- lifetime ('' = none); ARGV[9]: 'reliable' or 'simple'. ARGV[10], if given, is an
--- element a blocking BLMOVE already moved to the processing list: it is claimed first.
+-- Claim up to ARGV[8] ready jobs for ARGV[9] seconds; ARGV[10]: the claims set's
+-- lifetime ('' = none). ARGV[11], if given, is an element a blocking BLMOVE already
+-- moved to the processing list: it is claimed first.
 -- A reliable claim keeps the job in the processing list until its outcome; a simple
 -- claim takes it off every list (the claims set still holds its lease).
-local max, lease, ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local simple, given = ARGV[9] == 'simple', ARGV[10]
+local max, lease, ttl, given = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 local out = {}
 
 local function take(element)
   -- element sits in the processing list
   local id
   local ours = string.sub(element, 1, 1) == MARK
+  if expired_reference(element) then
+    redis.call('LREM', K_PROC, 1, element)
+    count('expired')
+    return
+  end
   if ours and redis.call('EXISTS', jobkey(string.sub(element, 2))) == 1 then
     id = string.sub(element, 2)
   else
@@ -19,7 +23,7 @@ local function take(element)
     redis.call('ZREM', K_CLAIMS, element)
     id = adopt(element)
     if not id then return end
-    if not simple then redis.call('LPUSH', K_PROC, MARK .. id) end
+    if not SIMPLE then redis.call('LPUSH', K_PROC, MARK .. id) end
   end
   local key = jobkey(id)
   local token_now = redis.call('HGET', key, 't')
@@ -39,7 +43,8 @@ local function take(element)
   local token = tostring(redis.call('INCR', K_SEQ))
   redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW))
   redis.call('ZADD', K_CLAIMS, NOW + lease, MARK .. id)
-  if simple then redis.call('LREM', K_PROC, 1, MARK .. id) end
+  if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
+  if SIMPLE then redis.call('LREM', K_PROC, 1, MARK .. id) end
   local rec = redis.call('HMGET', key, 'p', 'a', 'r')
   out[#out + 1] = {id, rec[1], rec[2], token, rec[3]}
 end
@@ -50,7 +55,7 @@ if given then
 end
 while #out < max do
   local element
-  if simple then
+  if SIMPLE then
     element = redis.call('RPOP', K_READY)
   else
     element = redis.call('LMOVE', K_READY, K_PROC, 'RIGHT', 'LEFT')

@@ -1,7 +1,8 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
---       retention count ('' = none), retention age ('' = none), then the script's own.
+--       retention count ('' = none), retention age ('' = none), mode ('reliable' or
+--       'simple'), key TTL in seconds ('' = none), then the script's own from ARGV[8].
 local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local PREFIX = ARGV[1]
@@ -15,6 +16,13 @@ end
 local CAPACITY = tonumber(ARGV[3])
 local KEEP = tonumber(ARGV[4])
 local MAX_AGE = tonumber(ARGV[5])
+-- A simple queue's claims leave every list; the claims set alone holds their leases.
+local SIMPLE = ARGV[6] == 'simple'
+-- With a key TTL, every push keeps the queue alive for KEY_TTL more seconds, and a
+-- waiting job's record lives that long after it was queued: an unfed queue expires
+-- with the jobs in it. Claimed jobs and dead letters never expire.
+local KEY_TTL_MS
+if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- List elements that reference a job record start with this byte; anything else
 -- was pushed by another client and is the payload itself.
 local MARK = '\0'
@@ -25,16 +33,29 @@ local function count(field, n)
 end
 local function stamp(n) return string.format('%.6f', n) end
 
+-- Keep the queue's own keys alive KEY_TTL from now (a push feeds the queue).
+local function feed()
+  if not KEY_TTL_MS then return end
+  -- not the claim-token sequence: tokens must never repeat
+  for _, k in ipairs({K_READY, K_UNQ, K_STATS, K_FIN}) do
+    redis.call('PEXPIRE', k, KEY_TTL_MS)
+  end
+end
+
 -- Put a job on the ready list if there is room, else store it unqueued.
 local function schedule(id)
   local key = jobkey(id)
   if redis.call('LLEN', K_READY) < CAPACITY then
     redis.call('LPUSH', K_READY, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
+    if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+    feed()
     return 1
   end
   redis.call('LPUSH', K_UNQ, id)
   redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
+  if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+  feed()
   return 0
 end
 
@@ -44,10 +65,15 @@ local function fill()
   while redis.call('LLEN', K_READY) < CAPACITY do
     local id = redis.call('RPOP', K_UNQ)
     if not id then break end
-    redis.call('LPUSH', K_READY, MARK .. id)
-    redis.call('HSET', jobkey(id), 'q', 1, 'r', stamp(NOW))
-    moved = moved + 1
+    if KEY_TTL_MS and redis.call('EXISTS', jobkey(id)) == 0 then
+      count('expired')  -- it waited longer than the key TTL
+    else
+      redis.call('LPUSH', K_READY, MARK .. id)
+      redis.call('HSET', jobkey(id), 'q', 1, 'r', stamp(NOW))
+      moved = moved + 1
+    end
   end
+  if moved > 0 then feed() end
   return moved
 end
 
@@ -78,7 +104,11 @@ end
 -- Keep a finished job's record only as long as the retention allows.
 local function finished(id)
   redis.call('ZADD', K_FIN, NOW, id)
-  if MAX_AGE then redis.call('EXPIRE', jobkey(id), math.max(1, math.ceil(MAX_AGE))) end
+  if MAX_AGE then
+    redis.call('EXPIRE', jobkey(id), math.max(1, math.ceil(MAX_AGE)))
+  elseif KEY_TTL_MS then
+    redis.call('PEXPIRE', jobkey(id), KEY_TTL_MS)
+  end
   if KEEP then
     local excess = redis.call('ZCARD', K_FIN) - KEEP
     if excess > 0 then
@@ -111,4 +141,11 @@ local function adopt(element)
     return nil
   end
   return id
+end
+
+-- Whether an element refers to a job whose record expired with the key TTL: such
+-- an element is forgotten and counted, not mistaken for another client's payload.
+local function expired_reference(element)
+  return KEY_TTL_MS and string.sub(element, 1, 1) == MARK
+    and redis.call('EXISTS', jobkey(string.sub(element, 2))) == 0
 end

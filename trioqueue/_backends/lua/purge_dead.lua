@@ -1,8 +1,8 @@
--- Forget the dead letter ARGV[6], or all of them when it is ''. Returns how many.
+-- Forget the dead letter ARGV[8], or all of them when it is ''. Returns how many.
 local ids
-if ARGV[6] ~= '' then
-  if redis.call('LREM', K_DEAD, 1, ARGV[6]) == 0 then return 0 end
-  ids = {ARGV[6]}
+if ARGV[8] ~= '' then
+  if redis.call('LREM', K_DEAD, 1, ARGV[8]) == 0 then return 0 end
+  ids = {ARGV[8]}
 else
   ids = redis.call('LRANGE', K_DEAD, 0, -1)
   redis.call('DEL', K_DEAD)

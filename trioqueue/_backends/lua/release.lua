@@ -1,6 +1,6 @@
--- Put unfinished claims back at once. ARGV[6..]: id, token pairs. Returns how many.
+-- Put unfinished claims back at once. ARGV[8..]: id, token pairs. Returns how many.
 local n = 0
-for i = 6, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', jobkey(id), 't') == ARGV[i + 1] then
     putback(id)

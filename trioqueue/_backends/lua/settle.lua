@@ -1,4 +1,4 @@
--- Record the outcomes of attempts, in order. ARGV[6..]: groups of six: id, token,
+-- Record the outcomes of attempts, in order. ARGV[8..]: groups of six: id, token,
 -- kind, error type, error message, reason. kind: ack, drop, dead, retry (the claim
 -- keeps the job), requeue (a job that waited to retry goes back on the queue).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
@@ -48,7 +48,7 @@ local function settle(id, token, kind, etype, emsg, reason)
 end
 
 local out = {}
-for i = 6, #ARGV, 6 do
+for i = 8, #ARGV, 6 do
   out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
 end
 return out

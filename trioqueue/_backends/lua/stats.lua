@@ -1,9 +1,9 @@
--- Counters and true gauges in one consistent read. ARGV[6]: 'reliable' or 'simple'
--- (whose claimed jobs are in the claims set only).
+-- Counters and true gauges in one consistent read (a simple queue's claimed jobs
+-- are in the claims set only).
 -- Returns {counter field/value pairs, {depth, unqueued, inflight, retry_waiting, dead}}.
 local retrying = 0
 local processing
-if ARGV[6] == 'simple' then
+if SIMPLE then
   processing = redis.call('ZRANGE', K_CLAIMS, 0, -1)
 else
   processing = redis.call('LRANGE', K_PROC, 0, -1)

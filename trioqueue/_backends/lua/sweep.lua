@@ -1,9 +1,9 @@
 -- Recover expired claims, stamp unregistered processing entries, schedule stored
--- jobs, evict old finished records. ARGV[6]: seconds before a stamped entry expires;
--- ARGV[7]: 'reliable' or 'simple'. A simple queue runs a job at most once: an
--- expired claim whose handler may have started becomes a dead letter, not a retry.
+-- jobs, evict old finished records. ARGV[8]: seconds before a stamped entry expires.
+-- A simple queue runs a job at most once: an expired claim whose handler may have
+-- started becomes a dead letter, not a retry.
 -- Returns {scheduled, recovered, evicted}.
-local grace, simple = tonumber(ARGV[6]), ARGV[7] == 'simple'
+local grace = tonumber(ARGV[8])
 local recovered = 0
 local function abandon(id)
   unclaim(id)
@@ -16,14 +16,18 @@ end
 
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
   local id = string.sub(member, 2)
-  if string.sub(member, 1, 1) ~= MARK or redis.call('EXISTS', jobkey(id)) == 0 then
+  if expired_reference(member) then
+    redis.call('LREM', K_PROC, 1, member)
+    redis.call('ZREM', K_CLAIMS, member)
+    count('expired')
+  elseif string.sub(member, 1, 1) ~= MARK or redis.call('EXISTS', jobkey(id)) == 0 then
     -- moved by a BLMOVE whose claim was never registered (its worker died)
     redis.call('LREM', K_PROC, 1, member)
     redis.call('ZREM', K_CLAIMS, member)
     local adopted = adopt(member)
     if adopted then schedule(adopted) end
     recovered = recovered + 1
-  elseif simple and redis.call('HGET', jobkey(id), 's') == 'processing' then
+  elseif SIMPLE and redis.call('HGET', jobkey(id), 's') == 'processing' then
     abandon(id)  -- its handler may have run
   else
     putback(id)
