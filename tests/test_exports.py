@@ -44,6 +44,7 @@ EXPECTED = {
     "TrioqueueError",
     "WorkerPool",
     "open_worker_pool",
+    "reply_id",
 }
 
 # Exported names that are type aliases: they cannot carry a runtime docstring or

@@ -10,9 +10,11 @@ import sys
 import uuid
 from pathlib import Path
 
+import coredis
 import pytest
 import trio
 import trio.testing
+from coredis.tokens import PureToken
 
 import trioqueue
 from trioqueue import JobState, Queue
@@ -191,3 +193,43 @@ async def test_a_pool_started_while_redis_is_down_waits_and_then_works(
             with trio.fail_after(30):
                 await pool.wait_stopped()
         assert seen == ["late"]
+
+
+async def test_dropped_connections_mid_run_lose_no_job(redis_server: RedisServer):
+    name, jobs = queue_name(), 200
+    done: list[str] = []
+    progress = trio.Condition()
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(0.005)
+        done.append(job.id)
+        async with progress:
+            progress.notify_all()
+
+    async def drop_every_connection_but_mine(client: coredis.Redis[bytes]) -> int:
+        return int(await client.client_kill(type_=PureToken.NORMAL, skipme=True))
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=1) as backend,
+        coredis.Redis.from_url(redis_server.url) as admin,
+    ):
+        queue = Queue(backend)
+        for i in range(jobs):
+            await queue.enqueue(i, id=str(i))
+        killed = 0
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=8, sweep_interval=0.2, poll_interval=0.2
+        ) as pool:
+            for fraction in (4, 2):  # drop them twice: a quarter and half of the way
+                async with progress:
+                    while len(done) < jobs // fraction:
+                        await progress.wait()
+                killed += await drop_every_connection_but_mine(admin)
+            pool.mark_producer_finished()
+            with trio.fail_after(60):
+                await pool.wait_stopped()
+        assert killed > 0
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (jobs, 0, 0)
+        assert set(done) == {str(i) for i in range(jobs)}  # at least once each
+        assert stats.conserved

@@ -3,7 +3,8 @@
 Producers put jobs on a `Queue`; `open_worker_pool` runs a handler on each;
 failures are retried with capped, fully jittered exponential backoff; exhausted
 jobs become dead letters; shutdown drains, or times out and puts every
-unfinished job back. The backend is embedded (`MemoryBackend`) or, later, Redis.
+unfinished job back. The backend is embedded (`MemoryBackend`) or Redis
+(`RedisBackend`), shared by many processes and machines.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._metrics import Gauges as Gauges
 from ._metrics import HistogramSnapshot as HistogramSnapshot
 from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
+from ._payload import reply_id as reply_id
 from ._pool import Handler as Handler
 from ._pool import WorkerPool as WorkerPool
 from ._pool import open_worker_pool as open_worker_pool
@@ -83,6 +85,7 @@ __all__ = [
     "TrioqueueError",
     "WorkerPool",
     "open_worker_pool",
+    "reply_id",
 ]
 
 fixup_module_metadata(__name__, globals())

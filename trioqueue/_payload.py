@@ -12,7 +12,10 @@ import json
 import uuid
 from typing import Any
 
-__all__ = ["canonical_json", "new_job_id", "payload_hash"]
+__all__ = ["MAX_ID_LENGTH", "canonical_json", "new_job_id", "payload_hash", "reply_id"]
+
+MAX_ID_LENGTH = 256
+"""The longest job id a queue accepts."""
 
 
 def canonical_json(payload: Any) -> bytes:
@@ -42,3 +45,16 @@ def payload_hash(encoded: bytes) -> str:
 def new_job_id() -> str:
     """Return a fresh random job id (32 hex characters)."""
     return uuid.uuid4().hex
+
+
+def reply_id(job_id: str) -> str:
+    """Return the id under which a pool publishes the reply of job *job_id*.
+
+    The same job always gets the same reply id, so a job that runs twice (a
+    redelivery after a crash) publishes its reply once: the second enqueue is
+    deduplicated. Look a reply up with ``queue.status(reply_id(job.id))``.
+    """
+    candidate = f"{job_id}:reply"
+    if len(candidate) <= MAX_ID_LENGTH:
+        return candidate
+    return "reply:" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()

@@ -24,15 +24,17 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from ._backend import Backend, Claim
-from ._exceptions import BackendUnavailable
+from ._exceptions import BackendUnavailable, IdempotencyConflict
 from ._maintenance import renew_leases, sweep_periodically
 from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
+from ._payload import reply_id
 from ._pool_config import PoolConfig, ShutdownReport, check_number
 from ._records import Job
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
+    from ._queue import Queue
 
 __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
@@ -41,7 +43,10 @@ logger = logging.getLogger("trioqueue.pool")
 _OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
 
 Handler = Callable[[Job], Awaitable[object]]
-"""An async function run once per attempt; its return value completes the job."""
+"""An async function run once per attempt; returning completes the job.
+
+With ``reply_to``, a return value other than None is published as a new job.
+"""
 
 
 @final
@@ -49,10 +54,16 @@ class WorkerPool:
     """A running pool of workers; made by `open_worker_pool`, not directly."""
 
     def __init__(
-        self, backend: Backend, handler: Handler, config: PoolConfig, rng: random.Random
+        self,
+        backend: Backend,
+        handler: Handler,
+        config: PoolConfig,
+        rng: random.Random,
+        reply_to: Queue | None = None,
     ) -> None:
         self._backend = backend
         self._handler = handler
+        self._reply_to = reply_to
         self._config = config
         self._rng = rng
         # every claim from the moment it is claimed until the backend took its outcome
@@ -272,10 +283,10 @@ class WorkerPool:
             started = trio.current_time()
             try:
                 if self._config.handler_timeout is None:
-                    await self._handler(job)
+                    await self._run_handler(job)
                 else:
                     with trio.move_on_after(self._config.handler_timeout) as timer:
-                        await self._handler(job)
+                        await self._run_handler(job)
                     if timer.cancelled_caught:
                         error = TimeoutError(
                             f"the handler ran longer than handler_timeout="
@@ -294,6 +305,19 @@ class WorkerPool:
         metrics.handler_time.observe(trio.current_time() - started)
         outcome = decide(error, job.attempt, self._config.retry, self._rng)
         await self._report_outcome(claim, outcome)
+
+    async def _run_handler(self, job: Job) -> None:
+        """One attempt: the handler, then its reply (if any) published before the ack."""
+        result = await self._handler(job)
+        if result is None or self._reply_to is None:
+            return
+        try:
+            # a job that runs again publishes under the same id: deduplicated
+            await self._reply_to.enqueue(result, id=reply_id(job.id))
+        except IdempotencyConflict:
+            logger.warning(
+                "job %s: an earlier run published a different reply; that one stands", job.id
+            )
 
     async def _report_outcome(self, claim: Claim, outcome: Outcome) -> None:
         backend, job = self._backend, claim.job
@@ -416,6 +440,7 @@ async def open_worker_pool(
     poll_interval: float = 1.0,
     io_timeout: float = 5.0,
     seed: int | None = None,
+    reply_to: Queue | None = None,
 ) -> AsyncIterator[WorkerPool]:
     """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
 
@@ -446,6 +471,10 @@ async def open_worker_pool(
         poll_interval: Longest wait for work in one claim call.
         io_timeout: Longest time a shielded outcome or release may take.
         seed: Seeds the backoff jitter, for reproducible runs.
+        reply_to: A queue for the handler's results: a return value other
+            than None is enqueued there (waiting for room) before the job
+            completes, under `reply_id` of the job's id, so a job that runs
+            twice publishes once. A failure to publish fails the attempt.
 
     Raises:
         ConfigurationError: A setting is out of range; the message names it.
@@ -461,7 +490,7 @@ async def open_worker_pool(
         poll_interval=poll_interval,
         io_timeout=io_timeout,
     )
-    pool = WorkerPool(backend, handler, config, random.Random(seed))
+    pool = WorkerPool(backend, handler, config, random.Random(seed), reply_to)
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

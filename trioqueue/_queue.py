@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from ._backend import AddMode, Backend, NewJob, Receipt
-from ._payload import canonical_json, new_job_id, payload_hash
+from ._payload import MAX_ID_LENGTH, canonical_json, new_job_id, payload_hash
 
 if TYPE_CHECKING:
     from ._metrics import Metrics, MetricsSnapshot
@@ -13,17 +13,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Queue"]
 
-_MAX_ID_LENGTH = 256
-
 
 def _prepare(payload: Any, job_id: str | None) -> NewJob:
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
         raise TypeError(f"a job id must be a str, not {type(job_id).__name__}; pass id=str(...)")
-    elif not job_id or len(job_id) > _MAX_ID_LENGTH:
+    elif not job_id or len(job_id) > MAX_ID_LENGTH:
         raise ValueError(
-            f"a job id must be 1 to {_MAX_ID_LENGTH} characters long, got {len(job_id)}; "
+            f"a job id must be 1 to {MAX_ID_LENGTH} characters long, got {len(job_id)}; "
             "leave id=None for a fresh one"
         )
     encoded = canonical_json(payload)

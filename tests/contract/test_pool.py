@@ -155,3 +155,60 @@ async def test_bad_pool_settings_are_refused_before_anything_starts(make_backend
         async with trioqueue.open_worker_pool(backend, handler, **options):
             pass
     assert await backend.pending() == 1
+
+
+async def test_a_handlers_result_is_published_to_reply_to(make_backend, autojump_clock):
+    backend, replies = await make_backend(), await make_backend()
+
+    async def handler(job: trioqueue.Job) -> object:
+        if job.payload == "quiet":
+            return None  # nothing to publish
+        return {"thumbnail": job.payload}
+
+    async with trioqueue.open_worker_pool(backend, handler, reply_to=Queue(replies)):
+        await Queue(backend).enqueue("cat.png", id="up-1")
+        await Queue(backend).enqueue("quiet", id="up-2")
+    published = await replies.claim(10, lease=30, block=0)
+    assert [(c.job.id, c.job.payload) for c in published] == [
+        (trioqueue.reply_id("up-1"), {"thumbnail": "cat.png"})
+    ]
+    assert (await backend.stats()).succeeded == 2
+
+
+async def test_a_job_that_runs_again_publishes_its_reply_once(make_backend, autojump_clock):
+    # retention=0 forgets a finished job at once, so the same job can run a second time
+    backend, replies = await make_backend(retention=0), await make_backend()
+
+    async def handler(job: trioqueue.Job) -> object:
+        return {"for": job.payload}
+
+    for _ in range(2):
+        async with trioqueue.open_worker_pool(backend, handler, reply_to=Queue(replies)):
+            await Queue(backend).enqueue("x", id="same")
+    assert (await backend.stats()).succeeded == 2  # it ran twice
+    snap = await replies.stats()
+    assert (snap.enqueued, snap.deduplicated, snap.gauges.queue_depth) == (1, 1, 1)
+
+
+async def test_a_result_that_cannot_be_published_fails_the_attempt(make_backend, autojump_clock):
+    backend, replies = await make_backend(), await make_backend()
+
+    async def handler(job: trioqueue.Job) -> object:
+        return {1, 2}  # a set: not JSON
+
+    retry = RetryPolicy(max_attempts=2, base_delay=0.1)
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry, reply_to=Queue(replies)):
+        await Queue(backend).enqueue("x", id="j")
+    [dead] = await backend.dead_letters()
+    assert dead.last_error is not None
+    assert dead.last_error.type == "TypeError"
+    assert "JSON-serialisable" in dead.last_error.message
+    assert (await replies.stats()).enqueued == 0
+
+
+def test_reply_ids_are_stable_and_always_valid():
+    assert trioqueue.reply_id("up-1") == trioqueue.reply_id("up-1") == "up-1:reply"
+    long = trioqueue.reply_id("x" * 256)
+    assert long.startswith("reply:")
+    assert len(long) <= 256
+    assert long != trioqueue.reply_id("x" * 255 + "y")
