@@ -82,6 +82,7 @@ class WorkerPool:
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
         self._shutdown_started = False
+        self._grace = trio.CancelScope()  # running handlers may finish until its deadline
         self._shutdown_done = trio.Event()
         self._report: ShutdownReport | None = None
         self._finished_in_grace = 0
@@ -142,24 +143,28 @@ class WorkerPool:
         at the latest, the time the backend gets to take the last outcomes and
         the jobs put back; jobs it could not take in time are recovered by the
         sweeper when their leases run out. Concurrent and later calls return
-        the first call's report.
+        the first call's report; one with a shorter *grace* (a second Ctrl-C:
+        ``shutdown(0)``) cuts the grace period short.
 
         Raises:
             ConfigurationError: *grace* is negative or not a number.
         """
         check_number("grace", grace, minimum=0, where="WorkerPool.shutdown")
+        now = trio.current_time()
         if self._shutdown_started:
+            self._grace.deadline = min(self._grace.deadline, now + grace)
+            self._deadline = min(self._deadline, now + grace + self._config.io_timeout)
             await self._shutdown_done.wait()
             assert self._report is not None
             return self._report
         self._shutdown_started = True
-        now = trio.current_time()
         self._deadline = now + grace + self._config.io_timeout
         self._stopping = True
         self._fetch_scope.cancel()
         for scope in self._sleeping:
             scope.cancel()
-        with trio.move_on_at(now + grace):
+        self._grace.deadline = now + grace
+        with self._grace:
             while self._running:
                 await self._running_changed.park()
         for scope in self._running.values():

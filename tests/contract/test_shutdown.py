@@ -165,6 +165,34 @@ async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
     assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, True)
 
 
+async def test_a_second_shutdown_with_less_grace_cuts_the_grace_short(
+    make_backend, autojump_clock, nursery
+):
+    backend = await make_backend()
+
+    async def stuck(job: trioqueue.Job) -> None:
+        await trio.sleep(1000)
+
+    reports: list[trioqueue.ShutdownReport] = []
+
+    async def first_stop(pool: trioqueue.WorkerPool) -> None:
+        reports.append(await pool.shutdown(grace=60))
+
+    async with trioqueue.open_worker_pool(backend, stuck, workers=2) as pool:
+        for i in range(3):
+            await Queue(backend).enqueue(i, id=str(i))
+        await trio.sleep(1)
+        nursery.start_soon(first_stop, pool)  # a first Ctrl-C: a minute of grace
+        await trio.sleep(2)
+        report = await pool.shutdown(grace=0)  # the second: stop now
+        assert trio.current_time() == 3  # not 61
+    await trio.testing.wait_all_tasks_blocked()
+    assert reports == [report]
+    assert (report.cancelled, report.clean) == (2, False)
+    assert await backend.pending() == 3  # every job put back
+    assert (await backend.stats()).conserved
+
+
 async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_clock):
     async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         first = await pool.shutdown(grace=1)
