@@ -34,6 +34,7 @@ EXPECTED = {
     "NewJob",
     "Queue",
     "QueueFull",
+    "QueueInfo",
     "Receipt",
     "RedisBackend",
     "Retention",

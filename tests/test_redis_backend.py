@@ -406,3 +406,25 @@ async def test_a_stored_job_that_waited_past_key_ttl_is_forgotten_too(redis_serv
         stats = await backend.stats()
         assert (stats.succeeded, stats.expired, stats.gauges.held) == (1, 1, 0)
         assert stats.conserved
+
+
+async def test_inspect_shows_what_the_queue_holds(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), capacity=2, min_idle=30
+    ) as backend:
+        queue = Queue(backend)
+        empty = await backend.inspect()
+        assert (empty.ready, empty.claims, empty.oldest_claim_age) == (0, 0, None)
+        for n in range(4):
+            await queue.submit(n, id=f"j{n}")
+        first, second = await backend.claim(2, lease=30, block=0)
+        assert await backend.ack(first)
+        assert await backend.dead_letter(second, None, "no")
+        await backend.sweep()  # schedules the stored jobs into the free room
+        [held] = await backend.claim(1, lease=30, block=0)
+        info = await backend.inspect()
+        assert (info.ready, info.stored, info.processing, info.claims) == (1, 0, 1, 1)
+        assert info.oldest_claim_age is not None
+        assert 0 <= info.oldest_claim_age < 5
+        assert (info.dead, info.finished_kept) == (1, 1)
+        assert await backend.ack(held)

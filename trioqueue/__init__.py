@@ -16,6 +16,7 @@ from ._backend import NewJob as NewJob
 from ._backend import Receipt as Receipt
 from ._backend import SweepReport as SweepReport
 from ._backends._memory import MemoryBackend as MemoryBackend
+from ._backends._queue_info import QueueInfo as QueueInfo
 
 try:
     from ._backends._redis import RedisBackend as RedisBackend
@@ -75,6 +76,7 @@ __all__ = [
     "NewJob",
     "Queue",
     "QueueFull",
+    "QueueInfo",
     "Receipt",
     "RedisBackend",
     "Retention",

@@ -1,149 +1,210 @@
-"""The ``trioqueue`` command line (``python -m trioqueue`` is the same)."""
+"""The ``trioqueue`` command line (``python -m trioqueue`` is the same).
+
+Each command is a coroutine taking the parsed arguments and returning the exit
+status. Errors a user can meet are printed as one line that says what to fix:
+exit status 2 for bad input or settings, 1 for an unreachable Redis or a job
+that is not there, 130 when interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
-import random
 import sys
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from ._backends._memory import MemoryBackend
-from ._exceptions import ConfigurationError
-from ._metrics import COUNTER_NAMES
-from ._pool import open_worker_pool
-from ._queue import Queue
-from ._retry import RetryPolicy
+from ._cli_args import (
+    UsageError,
+    add_redis_options,
+    non_negative,
+    port,
+    positive_int,
+    rate,
+    seconds,
+)
+from ._exceptions import BackendUnavailable, ConfigurationError, JobNotFound
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._metrics import MetricsSnapshot
-    from ._records import Job
-
 __all__ = ["main"]
-
-
-class SimulatedFailure(Exception):
-    """The failure ``trioqueue demo --fail-rate`` injects."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is too small: use 1 or more")
-    return value
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: use 0 to 1")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
-    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trioqueue", description="A job queue for Trio.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more")
+    parser.add_argument("-q", "--quiet", action="count", default=0, help="log less")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo",
-        help="run jobs with simulated failures through a pool and print the metrics",
-        description="Enqueue --jobs jobs into an in-memory queue of --capacity, run them on "
-        "--workers workers that fail at --fail-rate, retry with backoff, and print the report.",
-    )
-    demo.add_argument("--jobs", type=_positive_int, default=1000, help="jobs to enqueue")
-    demo.add_argument("--workers", type=_positive_int, default=8, help="concurrent handlers")
-    demo.add_argument("--capacity", type=_positive_int, default=64, help="ready-queue capacity")
-    demo.add_argument("--fail-rate", type=_rate, default=0.2, help="chance an attempt fails")
-    demo.add_argument("--max-attempts", type=_positive_int, default=4, help="attempts per job")
-    demo.add_argument("--handler-ms", type=_non_negative, default=1.0, help="simulated work")
-    demo.add_argument("--seed", type=int, default=None, help="seed for failures and jitter")
-    demo.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_demo(commands)
+    _add_worker(commands)
+    _add_enqueue(commands)
+    _add_stats(commands)
+    _add_dead(commands)
     return parser
 
 
-async def _demo(args: argparse.Namespace) -> MetricsSnapshot:
-    rng = random.Random(args.seed)
-    backend = MemoryBackend(capacity=args.capacity)
-    queue = Queue(backend)
-    work = args.handler_ms / 1000
-
-    async def handler(job: Job) -> None:
-        await trio.sleep(work)
-        if rng.random() < args.fail_rate:
-            raise SimulatedFailure(f"simulated failure of job {job.id} attempt {job.attempt}")
-
-    retry = RetryPolicy(max_attempts=args.max_attempts, base_delay=0.005, max_delay=0.2)
-    async with open_worker_pool(
-        backend, handler, workers=args.workers, retry=retry, seed=args.seed
-    ):
-        for i in range(args.jobs):
-            await queue.enqueue({"i": i}, id=f"demo-{i}")
-    return backend.metrics.snapshot()
-
-
-def _report_lines(snap: MetricsSnapshot) -> list[str]:
-    g = snap.gauges
-    lines = [
-        "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
-        f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, inflight={g.inflight}, "
-        f"retry_waiting={g.retry_waiting}, dead={g.dead}",
-    ]
-    for name in ("queue_wait", "handler_time", "end_to_end"):
-        h = getattr(snap, name)
-        lines.append(
-            f"{name + ':':<13} p50={h.p50 * 1000:.2f}ms p90={h.p90 * 1000:.2f}ms "
-            f"p99={h.p99 * 1000:.2f}ms max={h.max * 1000:.2f}ms (n={h.count})"
-        )
-    verdict = "holds" if snap.conserved else "BROKEN"
-    lines.append(
-        f"conservation {verdict}: enqueued {snap.enqueued} + requeued {snap.dead_requeued} = "
-        f"succeeded {snap.succeeded} + dead-lettered {snap.dead_lettered} + dropped "
-        f"{snap.dropped} + held {g.held}"
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="run jobs with simulated failures through a pool and print the metrics",
+        description="Enqueue --jobs jobs into a queue of --capacity (in memory, or on Redis "
+        "with --redis), run them on --workers workers that fail at --fail-rate, retry with "
+        "backoff, and print the report.",
     )
-    return lines
+    demo.add_argument("--jobs", type=positive_int, default=1000, help="jobs to enqueue")
+    demo.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
+    demo.add_argument("--capacity", type=positive_int, default=64, help="ready-queue capacity")
+    demo.add_argument("--fail-rate", type=rate, default=0.2, help="chance an attempt fails")
+    demo.add_argument("--max-attempts", type=positive_int, default=4, help="attempts per job")
+    demo.add_argument("--handler-ms", type=non_negative, default=1.0, help="simulated work")
+    demo.add_argument("--seed", type=int, default=None, help="seed for failures and jitter")
+    demo.add_argument("--json", action="store_true", help="print the report as JSON")
+    demo.add_argument("--redis", metavar="URL", help="run on Redis instead of in memory")
+    demo.add_argument("--queue", metavar="NAME", help="the Redis queue (default: a fresh one)")
+    demo.set_defaults(run=_demo, log_level=logging.WARNING)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    args = _parser().parse_args(argv)
-    try:
-        snap = trio.run(_demo, args)
-    except ConfigurationError as exc:
-        print(f"trioqueue: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("trioqueue: interrupted", file=sys.stderr)
-        return 130
+def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="run a handler on the jobs of a Redis queue until SIGTERM or SIGINT",
+        description="Run MODULE:HANDLER (an async function taking a trioqueue.Job) on the "
+        "queue's jobs. SIGTERM or SIGINT stops claiming, lets running handlers finish within "
+        "--grace, cancels the rest and puts every unfinished job back; a second signal stops "
+        "at once. Exit status 0: clean; 3: handlers were cancelled (their jobs went back).",
+    )
+    worker.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
+    add_redis_options(worker)
+    worker.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
+    worker.add_argument("--prefetch", type=int, default=0, help="jobs claimed ahead")
+    worker.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per job")
+    worker.add_argument(
+        "--grace", type=non_negative, default=30.0, help="seconds running jobs get to finish"
+    )
+    worker.add_argument(
+        "--metrics-port", type=port, default=None, help="serve Prometheus /metrics here"
+    )
+    worker.set_defaults(run=_worker, log_level=logging.INFO)
+
+
+def _add_enqueue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    enqueue = commands.add_parser(
+        "enqueue",
+        help="enqueue a job, or one job per line of standard input",
+        description="Enqueue the JSON argument as one job, or, without it, every line of "
+        "standard input as a job. Every line is checked before any is enqueued.",
+    )
+    enqueue.add_argument("json", metavar="JSON", nargs="?", help="the payload, e.g. '{\"n\": 1}'")
+    enqueue.add_argument("--id", help="the job id (idempotent: the same id is enqueued once)")
+    enqueue.add_argument("--id-key", metavar="KEY", help="take each line's id from this key")
+    add_redis_options(enqueue)
+    enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
+
+
+def _add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    stats = commands.add_parser(
+        "stats",
+        help="what a Redis queue holds and how fast it moves",
+        description="Print the queue's lists, claims (and the oldest claim's age), dead "
+        "letters, finished records kept, every counter and the throughput over --interval.",
+    )
+    add_redis_options(stats)
+    stats.add_argument("--watch", action="store_true", help="print again every --interval")
+    stats.add_argument(
+        "--interval", type=seconds, default=1.0, help="seconds the throughput is measured over"
+    )
+    stats.add_argument("--json", action="store_true", help="print JSON, one object a line")
+    stats.set_defaults(run=_stats, log_level=logging.WARNING)
+
+
+def _add_dead(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dead = commands.add_parser(
+        "dead",
+        help="list, show, requeue or purge dead letters",
+        description="list: every dead letter; show ID: one record; requeue ID|--all: back on "
+        "the queue with fresh attempts (atomic per job); purge ID|--all: forget them.",
+    )
+    dead.add_argument("action", choices=["list", "show", "requeue", "purge"])
+    dead.add_argument("job_id", metavar="ID", nargs="?", help="the dead letter's job id")
+    dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter")
+    dead.add_argument("--json", action="store_true", help="list as JSON, one object a line")
+    add_redis_options(dead)
+    dead.set_defaults(run=_dead, log_level=logging.WARNING)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from ._cli_demo import report_lines, run_demo  # lazily: imports tqdm
+
+    snap = await run_demo(args)
     if args.json:
         data = attrs.asdict(snap)
         data["conserved"] = snap.conserved
-        text = json.dumps(data, indent=2)
+        _print(json.dumps(data, indent=2))
     else:
-        text = "\n".join(_report_lines(snap))
+        _print("\n".join(report_lines(snap)))
+    return 0 if snap.conserved else 1
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from ._cli_worker import run_worker
+
+    return await run_worker(args)
+
+
+async def _enqueue(args: argparse.Namespace) -> int:
+    from ._cli_admin import run_enqueue
+
+    return await run_enqueue(args)
+
+
+async def _stats(args: argparse.Namespace) -> int:
+    from ._cli_admin import run_stats
+
+    return await run_stats(args)
+
+
+async def _dead(args: argparse.Namespace) -> int:
+    from ._cli_admin import run_dead
+
+    return await run_dead(args)
+
+
+def _print(text: str) -> None:
     try:
         print(text, flush=True)
     except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
         # point stdout at devnull so the flush at exit does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0 if snap.conserved else 1
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    level = args.log_level + 10 * (args.quiet - args.verbose)
+    logging.basicConfig(
+        level=max(logging.DEBUG, min(level, logging.CRITICAL)),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = _parser().parse_args(argv)
+    _configure_logging(args)
+    try:
+        return int(trio.run(args.run, args))
+    except (UsageError, ConfigurationError) as exc:
+        print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (BackendUnavailable, JobNotFound) as exc:
+        print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if args.command == "stats":
+            return 0  # the way to stop --watch
+        print(f"trioqueue {args.command}: interrupted", file=sys.stderr)
+        return 130

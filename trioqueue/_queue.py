@@ -11,10 +11,11 @@ if TYPE_CHECKING:
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 
-__all__ = ["Queue"]
+__all__ = ["Queue", "prepare"]
 
 
-def _prepare(payload: Any, job_id: str | None) -> NewJob:
+def prepare(payload: Any, job_id: str | None) -> NewJob:
+    """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -71,7 +72,7 @@ class Queue:
             ValueError: *id* is empty or too long.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        return await self._backend.add(_prepare(payload, id), AddMode.WAIT)
+        return await self._backend.add(prepare(payload, id), AddMode.WAIT)
 
     async def try_enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
@@ -79,7 +80,7 @@ class Queue:
         Like `enqueue`, but raises `QueueFull` (and accepts nothing) when full.
         A duplicate of an existing job is returned even when the queue is full.
         """
-        return await self._backend.add(_prepare(payload, id), AddMode.NOWAIT)
+        return await self._backend.add(prepare(payload, id), AddMode.NOWAIT)
 
     async def submit(self, payload: Any, *, id: str | None = None) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
@@ -89,7 +90,7 @@ class Queue:
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
         `QueueFull`.
         """
-        return await self._backend.add(_prepare(payload, id), AddMode.SUBMIT)
+        return await self._backend.add(prepare(payload, id), AddMode.SUBMIT)
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it."""

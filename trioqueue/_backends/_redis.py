@@ -38,6 +38,7 @@ from .._exceptions import (
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, JobState, Retention
 from ._batching import Batcher
+from ._queue_info import QueueInfo
 from ._redis_keys import RedisKeys
 from ._redis_scripts import load_sources
 
@@ -416,6 +417,19 @@ class RedisBackend:
             queue_wait=local.queue_wait,
             handler_time=local.handler_time,
             end_to_end=local.end_to_end,
+        )
+
+    async def inspect(self) -> QueueInfo:
+        """What the queue holds in Redis now, for operators (``trioqueue stats``)."""
+        ready, stored, processing, claims, oldest, dead, finished = await self._run("inspect")
+        return QueueInfo(
+            ready=int(ready),
+            stored=int(stored),
+            processing=int(processing),
+            claims=int(claims),
+            oldest_claim_age=float(oldest) if oldest else None,
+            dead=int(dead),
+            finished_kept=int(finished),
         )
 
     # --- worker side ------------------------------------------------------------------

@@ -17,6 +17,7 @@ SCRIPT_NAMES: Final = (
     "requeue_dead",
     "purge_dead",
     "stats",
+    "inspect",
 )
 
 

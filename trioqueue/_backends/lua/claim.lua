@@ -41,7 +41,8 @@ local function take(element)
     return
   end
   local token = tostring(redis.call('INCR', K_SEQ))
-  redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW))
+  redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW),
+    'k', stamp(NOW))
   redis.call('ZADD', K_CLAIMS, NOW + lease, MARK .. id)
   if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
   if SIMPLE then redis.call('LREM', K_PROC, 1, MARK .. id) end

@@ -1,0 +1,421 @@
+"""The Redis commands of ``trioqueue``, run as subprocesses against a private server.
+
+The worker is stopped with real signals; what happened to the jobs is read back
+from Redis with ``trioqueue stats --json``, as an operator would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue as stdlib_queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .redis_server import RedisServer
+
+HERE = Path(__file__).parent
+TIMEOUT = 60
+
+
+def queue_name() -> str:
+    return "{cli-" + uuid.uuid4().hex[:10] + "}"
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trioqueue", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        cwd=HERE,
+    )
+
+
+class Target:
+    """One queue on the private server, and the commands that name it."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.url = server.url
+        self.queue = queue_name()
+
+    def run(
+        self, command: str, *args: str, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return cli(command, *args, "--redis", self.url, "--queue", self.queue, stdin=stdin)
+
+    def stats(self) -> dict[str, Any]:
+        result = self.run("stats", "--json", "--interval", "0.05")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def enqueue_lines(self, count: int) -> None:
+        lines = "".join(json.dumps({"n": n, "id": f"j{n}"}) + "\n" for n in range(count))
+        result = self.run("enqueue", "--id-key", "id", stdin=lines)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"accepted {count}, deduplicated 0, conflicts 0"
+
+
+class Worker:
+    """A ``trioqueue worker`` subprocess whose output lines are read as they come."""
+
+    def __init__(self, target: Target, handler: str, *options: str) -> None:
+        command = [
+            sys.executable, "-m", "trioqueue", "worker", handler,
+            "--redis", target.url, "--queue", target.queue, *options,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.out: stdlib_queue.Queue[str] = stdlib_queue.Queue()
+        self.err: stdlib_queue.Queue[str] = stdlib_queue.Queue()
+        self.err_text: list[str] = []
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        ]
+        for pump in self.pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream: Any, lines: stdlib_queue.Queue[str]) -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+
+    def wait_for(self, lines: stdlib_queue.Queue[str], prefix: str, count: int = 1) -> list[str]:
+        found: list[str] = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(found) < count:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if lines is self.err:
+                self.err_text.append(line)
+            if line.startswith(prefix) or (lines is self.err and prefix in line):
+                found.append(line)
+        return found
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def exit_status(self) -> int:
+        return self.process.wait(timeout=TIMEOUT)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for pump in self.pumps:
+            pump.join()  # the pipes are at their end once the process is gone
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def target(redis_server: RedisServer) -> Target:
+    return Target(redis_server)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.close()
+
+
+def held(stats: dict[str, Any]) -> dict[str, int]:
+    return {key: stats[key] for key in ("ready", "stored", "processing", "claims")}
+
+
+# --- worker ---------------------------------------------------------------------------
+
+
+def test_a_worker_runs_the_jobs_and_a_sigterm_stops_it_cleanly(target, workers):
+    target.enqueue_lines(5)
+    worker = Worker(target, "cli_handlers:record")
+    workers.append(worker)
+    ran = worker.wait_for(worker.out, "ran", 5)
+    assert sorted(ran) == sorted(f"ran j{n}" for n in range(5))
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+    stats = target.stats()
+    assert stats["counters"]["succeeded"] == 5
+    assert held(stats) == {"ready": 0, "stored": 0, "processing": 0, "claims": 0}
+
+
+def test_sigterm_lets_running_handlers_finish_within_the_grace(target, workers):
+    target.enqueue_lines(2)
+    worker = Worker(target, "cli_handlers:brief", "--workers", "2", "--grace", "30")
+    workers.append(worker)
+    worker.wait_for(worker.out, "started", 2)
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0  # clean: both finished within the grace
+    assert sorted(worker.wait_for(worker.out, "ran", 2)) == ["ran j0", "ran j1"]
+    assert target.stats()["counters"]["succeeded"] == 2
+
+
+def test_sigterm_after_the_grace_cancels_and_puts_every_job_back(target, workers):
+    target.enqueue_lines(6)
+    worker = Worker(
+        target, "cli_handlers:slow", "--workers", "2", "--prefetch", "2", "--grace", "0.5"
+    )
+    workers.append(worker)
+    worker.wait_for(worker.out, "started", 2)
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 3  # handlers were cancelled
+    stats = target.stats()
+    assert held(stats) == {"ready": 6, "stored": 0, "processing": 0, "claims": 0}
+    assert stats["counters"]["succeeded"] == 0
+    assert stats["counters"]["released"] >= 2  # the two running, and any prefetched
+
+
+def test_a_second_sigint_stops_at_once_and_still_puts_the_jobs_back(target, workers):
+    target.enqueue_lines(3)
+    worker = Worker(target, "cli_handlers:slow", "--workers", "3", "--grace", "600")
+    workers.append(worker)
+    worker.wait_for(worker.out, "started", 3)
+    worker.signal(signal.SIGINT)
+    worker.wait_for(worker.err, "SIGINT: stopping")
+    started = time.monotonic()
+    worker.signal(signal.SIGINT)
+    assert worker.exit_status() == 3
+    assert time.monotonic() - started < 20  # not the 600 s grace
+    stats = target.stats()
+    assert held(stats) == {"ready": 3, "stored": 0, "processing": 0, "claims": 0}
+    assert stats["counters"]["released"] == 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_worker_serves_prometheus_metrics(target, workers):
+    target.enqueue_lines(3)
+    port = free_port()
+    worker = Worker(target, "cli_handlers:record", "--metrics-port", str(port))
+    workers.append(worker)
+    worker.wait_for(worker.out, "ran", 3)
+    expected = f'trioqueue_succeeded_total{{queue="{target.queue}"}} 3.0'
+    deadline = time.monotonic() + TIMEOUT
+    text = ""
+    while expected not in text:  # the snapshot refreshes every second
+        assert time.monotonic() < deadline, text
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+                text = reply.read().decode()
+        except OSError:
+            time.sleep(0.1)  # the server is not listening yet
+    for name in ("trioqueue_enqueued_total", "trioqueue_queue_depth", "trioqueue_inflight"):
+        assert name in text
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+
+
+@pytest.mark.parametrize(
+    ("handler", "message"),
+    [
+        ("nocolon", "is not MODULE:HANDLER"),
+        ("no_such_module_here:run", "cannot import 'no_such_module_here'"),
+        ("cli_handlers:missing", "has no 'missing'"),
+        ("cli_handlers:not_async", "is not an async function"),
+    ],
+)
+def test_a_bad_handler_is_a_one_line_error_and_touches_nothing(target, handler, message):
+    target.enqueue_lines(1)
+    result = target.run("worker", handler)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert held(target.stats())["ready"] == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--workers", "0"], ["--min-idle", "0"], ["--grace", "-1"], ["--metrics-port", "70000"]],
+)
+def test_bad_worker_settings_are_refused(target, options):
+    result = target.run("worker", "cli_handlers:record", *options)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+# --- enqueue --------------------------------------------------------------------------
+
+
+def test_enqueue_is_idempotent_by_id_and_reports_conflicts(target):
+    assert target.run("enqueue", '{"to": "a"}', "--id", "w1").stdout == "w1 enqueued\n"
+    assert target.run("enqueue", '{"to": "a"}', "--id", "w1").stdout == "w1 already there\n"
+    conflict = target.run("enqueue", '{"to": "b"}', "--id", "w1")
+    assert conflict.returncode == 1
+    assert "already exists with a different payload" in conflict.stderr
+    counters = target.stats()["counters"]
+    assert (counters["enqueued"], counters["deduplicated"], counters["conflicts"]) == (1, 1, 1)
+
+
+def test_bulk_enqueue_reports_accepted_deduplicated_and_conflicts(target):
+    target.run("enqueue", '{"id": "b", "n": 0}', "--id", "b")
+    lines = '{"id": "a", "n": 1}\n\n{"id": "b", "n": 0}\n{"id": "b", "n": 9}\n{"id": "c"}\n'
+    result = target.run("enqueue", "--id-key", "id", stdin=lines)
+    assert result.returncode == 1  # one conflict
+    assert result.stdout.strip() == "accepted 2, deduplicated 1, conflicts 1"
+    assert held(target.stats())["ready"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (['{"to": '], None, "the job is not JSON"),
+        ([], '{"n": 1}\n{"n": 2\n', "line 2 is not JSON"),
+        (["--id-key", "id"], '{"id": "a"}\n{"n": 2}\n', "line 2 has no string 'id'"),
+        (["--id", "x"], '{"n": 1}\n', "--id names one job"),
+        (['{"n": 1}', "--id", ""], None, "1 to 256 characters"),
+        (["NaN"], None, "JSON-serialisable"),
+    ],
+)
+def test_bad_enqueue_input_enqueues_nothing(target, args, stdin, message):
+    result = target.run("enqueue", *args, stdin=stdin)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert target.stats()["counters"]["enqueued"] == 0
+
+
+@pytest.mark.parametrize(
+    "command", [["enqueue", '{"n": 1}'], ["stats"], ["dead", "list"]], ids=lambda c: c[0]
+)
+def test_an_unreachable_redis_is_a_one_line_error(command):
+    result = cli(*command, "--redis", f"redis://127.0.0.1:{free_port()}", "--queue", "{q}")
+    assert result.returncode == 1
+    assert "could not be reached" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_queue_without_a_hash_tag_is_refused_with_the_tag_to_use(redis_server):
+    result = cli("stats", "--redis", redis_server.url, "--queue", "thumbnails")
+    assert result.returncode == 2
+    assert "{thumbnails}" in result.stderr
+
+
+# --- stats ----------------------------------------------------------------------------
+
+
+def test_stats_shows_lists_claims_dead_letters_and_throughput(target, workers):
+    target.enqueue_lines(4)
+    worker = Worker(target, "cli_handlers:slow", "--workers", "1")
+    workers.append(worker)
+    worker.wait_for(worker.out, "started")
+    result = target.run("stats", "--interval", "0.1")
+    assert result.returncode == 0, result.stderr
+    first, counters, throughput = result.stdout.strip().splitlines()
+    assert "3 ready" in first
+    assert "1 claimed (oldest " in first
+    assert "0 dead" in first
+    assert "enqueued=4" in counters
+    assert throughput.startswith("throughput: 0.0 jobs/s")
+
+
+# --- dead letters ---------------------------------------------------------------------
+
+
+def make_dead_letters(target: Target, workers: list[Worker], count: int) -> None:
+    target.enqueue_lines(count)
+    worker = Worker(target, "cli_handlers:failing", "--max-attempts", "1")
+    workers.append(worker)
+    deadline = time.monotonic() + TIMEOUT
+    while target.stats()["dead"] < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+
+
+def test_dead_letters_can_be_listed_shown_requeued_and_purged(target, workers):
+    make_dead_letters(target, workers, 4)
+    listed = target.run("dead", "list")
+    assert sorted(line.split("\t")[0] for line in listed.stdout.splitlines()) == [
+        "j0", "j1", "j2", "j3",
+    ]  # fmt: skip
+    assert "RuntimeError: failing on purpose" in listed.stdout
+    shown = json.loads(target.run("dead", "show", "j0").stdout)
+    assert (shown["state"], shown["attempts"]) == ("failed", 1)
+
+    assert target.run("dead", "requeue", "j0").stdout == "j0 requeued\n"
+    assert target.run("dead", "purge", "j1").stdout == "purged 1\n"
+    stats = target.stats()
+    assert (stats["dead"], stats["ready"]) == (2, 1)
+    requeued = json.loads(target.run("dead", "show", "j0").stdout)
+    assert (requeued["state"], requeued["attempts"]) == ("received", 0)  # fresh attempts
+
+    assert target.run("dead", "requeue", "--all").returncode == 0
+    stats = target.stats()
+    assert (stats["dead"], stats["ready"]) == (0, 3)
+    assert stats["counters"]["dead_requeued"] == 3
+
+
+def test_purge_all_forgets_every_dead_letter(target, workers):
+    make_dead_letters(target, workers, 2)
+    assert target.run("dead", "purge", "--all").stdout == "purged 2\n"
+    assert target.stats()["dead"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["requeue"], 2, "name one job id, or pass --all"),
+        (["purge"], 2, "name one job id, or pass --all"),
+        (["show", "--all"], 2, "dead show takes one job id"),
+        (["requeue", "nobody"], 1, "no job 'nobody' among the dead letters"),
+        (["show", "nobody"], 1, "no job 'nobody'"),
+    ],
+)
+def test_bad_dead_letter_commands_say_what_to_do(target, args, status, message):
+    result = target.run("dead", *args)
+    assert result.returncode == status
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# --- demo on Redis ----------------------------------------------------------------------
+
+
+def test_the_demo_runs_on_redis(redis_server):
+    result = cli(
+        "demo", "--redis", redis_server.url, "--jobs", "300", "--fail-rate", "0.3",
+        "--seed", "2", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["enqueued"] == 300
+    assert report["succeeded"] + report["dead_lettered"] == 300
+    assert report["conserved"] is True
+
+
+def test_python_dash_m_and_the_console_script_are_the_same():
+    script = Path(sys.executable).with_name("trioqueue")
+    assert script.exists(), "the console script is installed next to the interpreter"
+    result = subprocess.run(
+        [str(script), "--help"], capture_output=True, text=True, check=False, timeout=TIMEOUT,
+        env={**os.environ},
+    )  # fmt: skip
+    assert result.returncode == 0
+    for command in ("demo", "worker", "enqueue", "stats", "dead"):
+        assert command in result.stdout

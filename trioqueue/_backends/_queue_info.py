@@ -1,0 +1,27 @@
+"""What a Redis queue holds at one moment, for operators."""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["QueueInfo"]
+
+
+@attrs.frozen
+class QueueInfo:
+    """What a Redis queue holds at one moment (`RedisBackend.inspect`)."""
+
+    ready: int
+    """Jobs on the ready list."""
+    stored: int
+    """Jobs accepted while the ready list was full, waiting for room."""
+    processing: int
+    """Entries in the processing list (reliable mode's claimed jobs)."""
+    claims: int
+    """Leases in the claims set: jobs claimed by a worker, running or waiting to retry."""
+    oldest_claim_age: float | None
+    """Seconds since the longest-held claim was made; None when nothing is claimed."""
+    dead: int
+    """Dead letters."""
+    finished_kept: int
+    """Finished records the retention still keeps."""
