@@ -83,3 +83,69 @@ def test_demo_bad_input_is_a_one_line_error_without_traceback(args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_without_a_terminal_the_demo_prints_plain_progress_lines():
+    result = run("demo", "--jobs", "300", "--workers", "2", "--handler-ms", "10", "--seed", "1")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    assert lines, result.stderr
+    assert "/300 finished (" in lines[0]
+    assert "\r" not in result.stderr  # no bar redrawn in place
+
+
+def test_on_a_terminal_the_demo_draws_a_progress_bar_with_rates():
+    import os
+    import pty
+    import threading
+
+    leader, follower = pty.openpty()
+    drawn: list[bytes] = []
+
+    def read_the_terminal() -> None:  # as it is written: a full terminal would block
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed with the process
+                return
+            if not chunk:
+                return
+            drawn.append(chunk)
+
+    reader = threading.Thread(target=read_the_terminal)
+    reader.start()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trioqueue", "demo", "--jobs", "300", "--handler-ms", "2"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+        )
+        os.close(follower)
+        stdout, _ = process.communicate(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        os.close(leader)
+    assert process.returncode == 0
+    assert "conservation holds" in stdout
+    text = b"".join(drawn).decode(errors="replace")
+    assert "300/300" in text
+    assert "job/s" in text  # the bar shows the rate
+    assert "progress: " not in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown", "hidden"),
+    [
+        ([], [], ["retrying in", "completed on attempt"]),
+        (["-v"], ["retrying in"], ["completed on attempt"]),
+        (["-vv"], ["retrying in", "completed on attempt"], []),
+    ],
+)
+def test_verbosity_flags_choose_which_job_outcomes_are_logged(flags, shown, hidden):
+    result = run(*flags, "demo", "--jobs", "50", "--fail-rate", "0.5", "--seed", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    for text in shown:
+        assert text in result.stderr
+    for text in hidden:
+        assert text not in result.stderr

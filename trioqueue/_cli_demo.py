@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import uuid
@@ -84,12 +85,16 @@ async def _run(backend: Backend, handler: Handler, args: argparse.Namespace) -> 
 async def _show_progress(backend: Backend, total: int, stream: TextIO) -> None:
     """A bar with rates on a terminal; a plain line a second otherwise. Runs until cancelled."""
     if stream.isatty():
-        with tqdm(total=total, unit="job", file=stream, dynamic_ncols=True) as bar:
-            while True:
-                snap = backend.metrics.snapshot()
-                bar.update(snap.finished - bar.n)
-                bar.set_postfix(retries=snap.retries, dead=snap.dead_lettered, refresh=False)
-                await trio.sleep(_BAR_REFRESH)
+        # a terminal that reports no size (a bare pty) would get no bar at all
+        sized = os.get_terminal_size(stream.fileno()).columns > 0
+        size = {"dynamic_ncols": True} if sized else {"ncols": 80, "nrows": 24}
+        with tqdm(total=total, unit="job", file=stream, **size) as bar:
+            try:
+                while True:
+                    _draw(bar, backend.metrics.snapshot())
+                    await trio.sleep(_BAR_REFRESH)
+            finally:  # cancelled when the run ends: draw the final count
+                _draw(bar, backend.metrics.snapshot())
     started, last = trio.current_time(), 0
     while True:
         await trio.sleep(_LINE_EVERY)
@@ -103,6 +108,11 @@ async def _show_progress(backend: Backend, total: int, stream: TextIO) -> None:
             file=stream,
             flush=True,
         )
+
+
+def _draw(bar: tqdm[None], snap: MetricsSnapshot) -> None:
+    bar.set_postfix(retries=snap.retries, dead=snap.dead_lettered, refresh=False)
+    bar.update(snap.finished - bar.n)
 
 
 def report_lines(snap: MetricsSnapshot) -> list[str]:

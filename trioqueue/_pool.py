@@ -336,7 +336,13 @@ class WorkerPool:
                 logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
             case DeadLetter(reason, error):
                 call = partial(backend.dead_letter, claim, error, reason)
-                logger.info("job %s dead-lettered: %s (%s)", job.id, reason, error)
+                logger.info(
+                    "job %s dead-lettered on attempt %d: %s (%s)",
+                    job.id,
+                    job.attempt,
+                    reason,
+                    error,
+                )
             case RetryAfter(delay, error):
                 call = partial(backend.retry_later, claim, error)
                 logger.info(
