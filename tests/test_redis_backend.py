@@ -49,6 +49,7 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
             r"different Redis Cluster slots",
         ),
         ({"queue": "{q}", "min_idle": 30, "key_ttl": 0}, r"key_ttl=0.*> 0"),
+        ({"queue": "{q}", "min_idle": 30, "max_deliveries": 0}, r"max_deliveries=0.*>= 1"),
         (
             {"queue": "{q}", "reliable": False, "recovery_zset": "{q}.claims"},
             r"a simple queue never redelivers.*drop recovery_zset",
@@ -292,7 +293,7 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         clock["now"] += 6
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
-        late = await backend._run("claim", 1, 5, "", element)  # A registers, at last
+        late = await backend._run("claim", 1, 5, "", "", element)  # A registers, at last
         assert late == []
         stats = await backend.stats()
         assert (stats.gauges.inflight, await backend.pending()) == (1, 1)
@@ -428,3 +429,125 @@ async def test_inspect_shows_what_the_queue_holds(redis_server: RedisServer):
         assert 0 <= info.oldest_claim_age < 5
         assert (info.dead, info.finished_kept) == (1, 1)
         assert await backend.ack(held)
+
+
+async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_lettered(
+    redis_server: RedisServer,
+):
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url,
+        queue=queue_name(),
+        min_idle=5,
+        max_deliveries=3,
+        clock=lambda: clock["now"],
+    ) as backend:
+        queue = Queue(backend)
+        await queue.enqueue("poison", id="P")
+        for _ in range(3):  # each worker that takes it dies: the lease runs out
+            [claim] = await backend.claim(1, lease=5, block=0)
+            clock["now"] += 6
+            assert (await backend.sweep()).recovered == 1
+        assert await backend.claim(1, lease=5, block=0) == []  # the fourth is refused
+        [dead] = await backend.dead_letters()
+        assert dead.id == "P"
+        assert "delivered 3 times (max_deliveries)" in (dead.reason or "")
+        stats = await backend.stats()
+        assert (stats.dead_lettered, stats.gauges.held) == (1, 0)
+        assert stats.conserved
+        # requeued by hand, it has its deliveries back
+        await queue.requeue_dead("P")
+        [claim] = await backend.claim(1, lease=5, block=0)
+        assert await backend.ack(claim)
+
+
+async def test_jobs_a_clean_shutdown_gave_back_are_not_counted_as_deliveries(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=30, max_deliveries=2
+    ) as backend:
+        await Queue(backend).enqueue("p", id="J")
+        for _ in range(5):
+            claims = await backend.claim(1, lease=30, block=0)
+            assert len(claims) == 1
+            assert await backend.release(claims) == 1
+        [claim] = await backend.claim(1, lease=30, block=0)
+        assert await backend.retry_later(claim, None)  # an attempt: a delivery
+        assert await backend.requeue(claim)
+        [claim] = await backend.claim(1, lease=30, block=0)  # the second delivery
+        assert await backend.ack(claim)
+        assert await backend.dead_letters() == []
+
+
+async def test_a_simple_queue_never_gives_back_a_job_whose_outcome_was_lost(
+    redis_server: RedisServer,
+):
+    """The ack cannot land within io_timeout (Redis unreachable): the job is not rerun."""
+    async with trioqueue.RedisBackend(
+        redis_server.url,
+        queue=queue_name(),
+        reliable=False,
+        min_idle=1,
+    ) as backend:
+        await Queue(backend).enqueue({"charge": 100}, id="pay-1")
+        runs: list[str] = []
+
+        async def unreachable(claim: trioqueue.Claim) -> bool:
+            raise trioqueue.BackendUnavailable(redis_server.url, "connection refused")
+
+        backend.ack = unreachable  # type: ignore[method-assign]
+
+        async def handler(job: trioqueue.Job) -> None:
+            runs.append(job.id)
+
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(
+                backend, handler, io_timeout=0.5, sweep_interval=0.2, lease=1
+            ):
+                pass  # drains once the sweeper has dead-lettered it
+        assert runs == ["pay-1"]
+        [dead] = await backend.dead_letters()
+        assert dead.id == "pay-1"
+        assert (await backend.stats()).conserved
+
+
+async def test_counters_outlive_key_ttl_while_jobs_are_held(redis_server: RedisServer):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        await Queue(backend).enqueue({"n": 1}, id="held")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        await wait_until_gone(client, backend.keys.ready)
+        assert await client.pttl(backend.keys.stats) == -1
+        assert await backend.ack(claim)
+        stats = await backend.stats()
+        assert (stats.enqueued, stats.succeeded) == (1, 1)
+        assert stats.conserved
+        assert 0 < await client.pttl(backend.keys.finished) <= 300  # goes with its records
+
+
+async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_server: RedisServer):
+    clock = {"now": 1000.0}
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=5, key_ttl=60, clock=lambda: clock["now"]
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        keys = backend.keys
+        await Queue(backend).enqueue("p", id="J")
+        await Queue(backend).enqueue("q", id="K")  # keeps the lists alive
+        element = await client.lmove(keys.ready, keys.processing, "RIGHT", "LEFT")  # a BLMOVE
+        await backend.sweep()  # stamps it
+        await client.pexpire(keys.job_prefix + "J", 1)
+        await wait_until_gone(client, keys.job_prefix + "J")
+        assert await backend._run("claim", 0, 5, "", "", element) == []  # expired: counted
+        clock["now"] += 10
+        await backend.sweep()
+        stats = await backend.stats()
+        assert (stats.expired, stats.enqueued, stats.gauges.held) == (1, 2, 1)
+        assert stats.conserved

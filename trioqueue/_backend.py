@@ -141,6 +141,15 @@ class Backend(Protocol):
         """Seconds a claim holds without renewal, when the pool does not say."""
         ...
 
+    @property
+    def redelivers(self) -> bool:
+        """Whether a job whose handler was interrupted may run again (at-least-once).
+
+        False for an at-most-once backend: then a pool never puts back a job whose
+        handler started without an outcome; it dead-letters it with the reason.
+        """
+        ...
+
     def now(self) -> float:
         """The backend's clock, in seconds, as used for record timestamps."""
         ...

@@ -84,6 +84,12 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     worker.add_argument("--prefetch", type=int, default=0, help="jobs claimed ahead")
     worker.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per job")
     worker.add_argument(
+        "--max-deliveries",
+        type=positive_int,
+        default=20,
+        help="claims of one job before it is dead-lettered as poison (above --max-attempts)",
+    )
+    worker.add_argument(
         "--grace", type=non_negative, default=30.0, help="seconds running jobs get to finish"
     )
     worker.add_argument(

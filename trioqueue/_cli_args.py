@@ -136,6 +136,7 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend:
         capacity=args.capacity,
         min_idle=args.min_idle,
         reliable=not args.simple,
+        max_deliveries=getattr(args, "max_deliveries", 20),
     )
 
 

@@ -41,6 +41,10 @@ __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 logger = logging.getLogger("trioqueue.pool")
 
 _OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
+_INTERRUPTED = (
+    "its handler was interrupted (the pool stopped) and this queue never runs a job twice; "
+    "requeue it by hand if it should run again"
+)
 
 Handler = Callable[[Job], Awaitable[object]]
 """An async function run once per attempt; returning completes the job.
@@ -68,6 +72,9 @@ class WorkerPool:
         self._rng = rng
         # every claim from the moment it is claimed until the backend took its outcome
         self._held: dict[str, Claim] = {}
+        # claims whose handler started and whose outcome has not reached the backend: an
+        # at-most-once backend must never get these back to run again
+        self._unsettled: set[str] = set()
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         self._sleeping: set[trio.CancelScope] = set()
@@ -285,6 +292,7 @@ class WorkerPool:
         error: Exception | None = None
         with trio.CancelScope() as scope:
             self._running[claim.token] = scope
+            self._unsettled.add(claim.token)
             started = trio.current_time()
             try:
                 if self._config.handler_timeout is None:
@@ -355,7 +363,9 @@ class WorkerPool:
         if not await self._tell_backend(f"job {job.id}: reporting its outcome", call):
             logger.warning("job %s: the backend did not take the outcome in time", job.id)
             await self._give_back(claim)
-        elif isinstance(outcome, RetryAfter) and not self._stopping:
+            return
+        self._unsettled.discard(claim.token)
+        if isinstance(outcome, RetryAfter) and not self._stopping:
             assert self._work_nursery is not None
             sleeper = trio.CancelScope()  # registered now, so a shutdown can cancel it
             self._sleeping.add(sleeper)
@@ -364,7 +374,19 @@ class WorkerPool:
             self._forget(claim)
 
     async def _give_back(self, claim: Claim) -> None:
-        """Release one claim now; if even that fails, stop renewing it so it is recovered."""
+        """Release one claim now; if even that fails, stop renewing it so it is recovered.
+
+        An at-most-once backend never gets back a job whose handler ran without an
+        outcome: the pool stops renewing it, and the sweeper keeps it as a dead letter.
+        """
+        if not self._backend.redelivers and claim.token in self._unsettled:
+            logger.error(
+                "job %s: its outcome was not recorded; this queue never runs a job twice, so "
+                "it becomes a dead letter when its lease runs out",
+                claim.job.id,
+            )
+            self._forget(claim)
+            return
         released: list[int] = []
 
         async def release() -> None:
@@ -377,6 +399,7 @@ class WorkerPool:
     def _forget(self, claim: Claim) -> None:
         """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
         self._held.pop(claim.token, None)
+        self._unsettled.discard(claim.token)
         if self._producer_finished and not self._held and self._claim_wait is not None:
             self._claim_wait.cancel()
 
@@ -415,10 +438,18 @@ class WorkerPool:
             return
         held = list(self._held.values())
         self._held.clear()  # in place: the lease renewer holds this same dict
+        interrupted = [c for c in held if c.token in self._unsettled]
+        if self._backend.redelivers:
+            interrupted = []  # at-least-once: they run again
+        give_back = [c for c in held if c not in interrupted]
         released: list[int] = []
 
         async def release() -> None:
-            released.append(await self._backend.release(held))
+            if give_back:
+                released.append(await self._backend.release(give_back))
+            for claim in interrupted:  # at-most-once: its handler may have done its work
+                await self._backend.dead_letter(claim, None, _INTERRUPTED)
+                logger.warning("job %s: %s", claim.job.id, _INTERRUPTED)
 
         if await self._tell_backend("putting unfinished jobs back", release):
             self._released += sum(released)

@@ -12,6 +12,15 @@ from trioqueue import JobState, Queue, RetryPolicy
 from ..conftest import collect, settle
 
 
+def interrupted_to_dead(make_backend, running: int) -> int:
+    """How many of *running* interrupted handlers' jobs become dead letters, not put back.
+
+    Where the queue redelivers (at-least-once) every interrupted job goes back; an
+    at-most-once queue never reruns a handler that started, and dead-letters its job.
+    """
+    return 0 if make_backend.redelivers else running
+
+
 async def test_leaving_the_block_drains_every_job(make_backend, autojump_clock):
     backend = await make_backend(capacity=4)
     seen: list[trioqueue.Job] = []
@@ -96,20 +105,24 @@ async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
         report = await pool.shutdown(grace=5)
         assert trio.current_time() == 6  # the deadline, not a moment later
     assert (report.finished, report.cancelled, report.clean) == (0, 2, False)
-    assert report.released >= 2  # the cancelled ones, plus any claimed but not started
+    dead = interrupted_to_dead(make_backend, 2)
+    assert report.released >= 2 - dead  # the cancelled ones, plus any claimed but not started
     snap = await backend.stats()
-    assert (snap.processed, snap.failed, snap.succeeded) == (0, 0, 0)  # cancelled ≠ failed
+    assert (snap.failed, snap.succeeded, snap.dead_lettered) == (0, 0, dead)  # cancelled ≠ failed
     assert snap.released == report.released
-    assert await backend.pending() == 5
-    for i in range(5):
-        record = await backend.status(str(i))
+    assert await backend.pending() == 5 - dead
+    waiting = [
+        str(i) for i in range(5) if str(i) not in {r.id for r in await backend.dead_letters()}
+    ]
+    for job_id in waiting:
+        record = await backend.status(job_id)
         assert record is not None
         assert (record.state, record.attempts) == (JobState.RECEIVED, 0)
 
     seen: list[trioqueue.Job] = []
     async with trioqueue.open_worker_pool(backend, collect(seen)):
         pass
-    assert sorted(job.id for job in seen) == [str(i) for i in range(5)]
+    assert sorted(job.id for job in seen) == waiting
     assert all(job.attempt == 1 for job in seen)
     assert (await backend.stats()).conserved
 
@@ -189,7 +202,7 @@ async def test_a_second_shutdown_with_less_grace_cuts_the_grace_short(
     await trio.testing.wait_all_tasks_blocked()
     assert reports == [report]
     assert (report.cancelled, report.clean) == (2, False)
-    assert await backend.pending() == 3  # every job put back
+    assert await backend.pending() == 3 - interrupted_to_dead(make_backend, 2)  # put back
     assert (await backend.stats()).conserved
 
 
@@ -216,9 +229,11 @@ async def test_an_error_in_the_body_propagates_unwrapped_and_loses_nothing(
 
     with pytest.raises(KeyError, match="from the body"):
         await use_pool()
-    assert await backend.pending() == 4
+    dead = interrupted_to_dead(make_backend, 2)
+    assert await backend.pending() == 4 - dead
     snap = await backend.stats()
-    assert (snap.gauges.inflight, snap.gauges.backlog, snap.failed) == (0, 4, 0)
+    assert (snap.gauges.inflight, snap.gauges.backlog, snap.failed) == (0, 4 - dead, 0)
+    assert snap.conserved
 
 
 async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend, autojump_clock):
@@ -234,7 +249,7 @@ async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend
     # 3 finished at t=10; 3 more were running at t=15 and were cancelled
     snap = await backend.stats()
     assert snap.succeeded == 3
-    assert await backend.pending() == 7
+    assert await backend.pending() == 7 - interrupted_to_dead(make_backend, 3)
     assert snap.gauges.inflight == 0
     assert snap.conserved
 
@@ -243,3 +258,29 @@ async def test_a_negative_grace_is_refused(make_backend):
     async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         with pytest.raises(trioqueue.ConfigurationError, match="grace"):
             await pool.shutdown(grace=-1)
+
+
+async def test_an_interrupted_handler_runs_again_only_where_the_queue_redelivers(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    runs: list[str] = []
+
+    async def stuck(job: trioqueue.Job) -> None:
+        runs.append(job.id)
+        await trio.sleep(1000)
+
+    async with trioqueue.open_worker_pool(backend, stuck, workers=1) as pool:
+        await Queue(backend).enqueue("charge", id="pay-1")
+        await trio.sleep(1)
+        report = await pool.shutdown(grace=1)
+    assert (runs, report.cancelled) == (["pay-1"], 1)
+    snap = await backend.stats()
+    if make_backend.redelivers:  # at least once: back on the queue, to run again
+        assert (report.released, await backend.pending(), snap.dead_lettered) == (1, 1, 0)
+    else:  # at most once: its handler may have charged; kept as a dead letter instead
+        assert (report.released, await backend.pending()) == (0, 0)
+        [dead] = await backend.dead_letters()
+        assert dead.id == "pay-1"
+        assert "never runs a job twice" in (dead.reason or "")
+    assert snap.conserved

@@ -149,3 +149,30 @@ async def test_every_caller_gets_its_own_result(max_batch: int):
         for item in range(20):
             nursery.start_soon(call, item)
     assert got == {item: item * 10 for item in range(20)}
+
+
+async def test_equal_items_from_two_callers_are_two_entries():
+    server = Server()
+    batcher = Batcher(server.flush, max_batch=8)
+    waiter = trio.CancelScope()
+    got: list[int] = []
+
+    async def cancelled_one() -> None:
+        with waiter:
+            await batcher.submit(5)
+
+    async def kept_one() -> None:
+        got.append(await batcher.submit(5))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(batcher.submit, 1)  # in flight
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(kept_one)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(cancelled_one)
+        await trio.testing.wait_all_tasks_blocked()
+        waiter.cancel()  # must withdraw its own entry, not the equal one before it
+        await trio.testing.wait_all_tasks_blocked()
+        server.gate.set()
+    assert server.batches == [[1], [5]]
+    assert got == [50]

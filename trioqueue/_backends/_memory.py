@@ -132,6 +132,11 @@ class MemoryBackend:
         """Seconds a claim holds without renewal unless the pool says otherwise."""
         return 30.0
 
+    @property
+    def redelivers(self) -> bool:
+        """True: an interrupted job goes back on the queue (at-least-once)."""
+        return True
+
     def now(self) -> float:
         """Trio's clock."""
         return trio.current_time()

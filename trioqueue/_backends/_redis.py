@@ -125,10 +125,12 @@ class RedisBackend:
     long a crash delays a job, not how long a handler may run.
 
     Simple mode (``reliable=False``): a claim takes the job off the queue, and
-    no job is ever run twice (at-most-once), for handlers whose side effects
-    must not repeat. A job whose worker dies while holding it is not run
-    again: once its lease runs out, the sweeper keeps it as a dead letter
-    whose reason says so, where you can inspect it or requeue it by hand.
+    an interrupted handler is never run again (at-most-once), for handlers
+    whose side effects must not repeat. A job whose worker dies while holding
+    it becomes a dead letter once its lease runs out, and one whose handler a
+    pool's shutdown cancelled becomes one at once; their reasons say so, and
+    you can inspect or requeue them by hand. A handler that raises is still
+    retried by the pool's `RetryPolicy` (``max_attempts=1`` for one attempt).
 
     Args:
         url: ``redis://host:port/db``.
@@ -156,8 +158,15 @@ class RedisBackend:
             waiting *key_ttl* seconds after it was queued is forgotten
             (counted as ``expired``), so a queue nobody fed for that long
             disappears with the jobs left in it. Claimed jobs and dead letters
-            never expire; finished records follow the retention, else expire
-            after *key_ttl* too.
+            never expire, nor do the counters and the claim-token sequence
+            (two small keys); finished records follow the retention, else
+            expire after *key_ttl* too.
+        max_deliveries: Most times one job is claimed (every attempt is a
+            claim, and so is every delivery to a worker that died); the next
+            claim dead-letters it instead, with the reason. This stops a
+            poison job whose handler kills its worker from killing workers for
+            ever. Keep it above your `RetryPolicy`'s *max_attempts*; None for
+            no limit. Jobs a clean shutdown put back do not count.
 
     Raises:
         ConfigurationError: A setting is out of range, or the keys fall in
@@ -178,15 +187,17 @@ class RedisBackend:
         clock: Callable[[], float] | None = None,
         reliable: bool = True,
         key_ttl: float | None = None,
+        max_deliveries: int | None = 20,
     ) -> None:
         capacity = checked_capacity("RedisBackend", capacity)
         if not reliable:
-            if recovery_zset is not None:
-                raise ConfigurationError(
-                    f"RedisBackend(reliable=False, recovery_zset={recovery_zset!r}): a simple "
-                    "queue never redelivers, so it has no recovery set; drop recovery_zset, or "
-                    "use reliable=True for at-least-once delivery"
-                )
+            for name, value in (("recovery_zset", recovery_zset), ("recovery_ttl", recovery_ttl)):
+                if value is not None:
+                    raise ConfigurationError(
+                        f"RedisBackend(reliable=False, {name}={value!r}): a simple queue never "
+                        f"redelivers, so it has no recovery set; drop {name}, or use "
+                        "reliable=True for at-least-once delivery"
+                    )
             min_idle = _SIMPLE_LEASE if min_idle is None else min_idle
         if min_idle is None:
             raise ConfigurationError(
@@ -197,6 +208,15 @@ class RedisBackend:
         _seconds("min_idle", min_idle, allow_none=False)
         _seconds("recovery_ttl", recovery_ttl)
         _seconds("key_ttl", key_ttl)
+        if max_deliveries is not None and (
+            isinstance(max_deliveries, bool)
+            or not isinstance(max_deliveries, int)
+            or max_deliveries < 1
+        ):
+            raise ConfigurationError(
+                f"RedisBackend(max_deliveries={max_deliveries!r}): use a whole number >= 1, "
+                "above your RetryPolicy's max_attempts, or None for no limit"
+            )
         if recovery_ttl is not None and recovery_ttl <= min_idle:
             raise ConfigurationError(
                 f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
@@ -211,6 +231,7 @@ class RedisBackend:
         self._clock = clock
         self._mode = "reliable" if reliable else "simple"
         self._key_ttl = key_ttl
+        self._max_deliveries = max_deliveries
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
@@ -252,6 +273,11 @@ class RedisBackend:
     @property
     def reliable(self) -> bool:
         """True for at-least-once delivery with recovery; False for a simple queue."""
+        return self._mode == "reliable"
+
+    @property
+    def redelivers(self) -> bool:
+        """True in reliable mode (at-least-once); False in simple mode (at-most-once)."""
         return self._mode == "reliable"
 
     @property
@@ -462,8 +488,9 @@ class RedisBackend:
         cancellation takes effect after at most *block* seconds.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+        limit = "" if self._max_deliveries is None else self._max_deliveries
         schedulings = self._schedulings
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl))
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
@@ -473,7 +500,7 @@ class RedisBackend:
             if schedulings == self._schedulings:
                 with trio.move_on_after(block):
                     await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -482,7 +509,8 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, element))
+            rows = await self._run("claim", max_jobs, lease, ttl, limit, element)
+            return await self._claims(rows)
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:

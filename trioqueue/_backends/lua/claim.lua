@@ -1,9 +1,11 @@
 -- Claim up to ARGV[8] ready jobs for ARGV[9] seconds; ARGV[10]: the claims set's
--- lifetime ('' = none). ARGV[11], if given, is an element a blocking BLMOVE already
--- moved to the processing list: it is claimed first.
+-- lifetime ('' = none); ARGV[11]: most deliveries of one job ('' = no limit).
+-- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
+-- processing list: it is claimed first.
 -- A reliable claim keeps the job in the processing list until its outcome; a simple
 -- claim takes it off every list (the claims set still holds its lease).
-local max, lease, ttl, given = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local max, lease, ttl = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
 
 local function take(element)
@@ -12,6 +14,7 @@ local function take(element)
   local ours = string.sub(element, 1, 1) == MARK
   if expired_reference(element) then
     redis.call('LREM', K_PROC, 1, element)
+    redis.call('ZREM', K_CLAIMS, element)  -- the sweeper may have stamped it
     count('expired')
     return
   end
@@ -38,6 +41,18 @@ local function take(element)
     -- a reference whose job is gone or already claimed: nothing to run
     redis.call('LREM', K_PROC, 1, MARK .. id)
     count('stale')
+    return
+  end
+  -- every claim is a delivery, except one a clean shutdown gave back (see release)
+  local deliveries = redis.call('HINCRBY', key, 'd', 1)
+  if max_deliveries and deliveries > max_deliveries then
+    -- a poison job: its handler keeps killing its worker (or it never finishes)
+    redis.call('LREM', K_PROC, 1, MARK .. id)
+    redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w',
+      'delivered ' .. max_deliveries .. ' times (max_deliveries) without an outcome '
+      .. 'each time: its handler may be killing the worker; fix that, then requeue it')
+    redis.call('LPUSH', K_DEAD, id)
+    count('dead_lettered')
     return
   end
   local token = tostring(redis.call('INCR', K_SEQ))

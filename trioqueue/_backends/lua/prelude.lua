@@ -36,8 +36,9 @@ local function stamp(n) return string.format('%.6f', n) end
 -- Keep the queue's own keys alive KEY_TTL from now (a push feeds the queue).
 local function feed()
   if not KEY_TTL_MS then return end
-  -- not the claim-token sequence: tokens must never repeat
-  for _, k in ipairs({K_READY, K_UNQ, K_STATS, K_FIN}) do
+  -- not the counters (they must outlive claimed jobs and dead letters) nor the
+  -- claim-token sequence (tokens must never repeat): two small keys stay behind
+  for _, k in ipairs({K_READY, K_UNQ, K_FIN}) do
     redis.call('PEXPIRE', k, KEY_TTL_MS)
   end
 end
@@ -108,6 +109,11 @@ local function finished(id)
     redis.call('EXPIRE', jobkey(id), math.max(1, math.ceil(MAX_AGE)))
   elseif KEY_TTL_MS then
     redis.call('PEXPIRE', jobkey(id), KEY_TTL_MS)
+  end
+  if KEY_TTL_MS then
+    -- outlive the records it lists, then go with them
+    local ms = math.max(KEY_TTL_MS, math.ceil((MAX_AGE or 0) * 1000))
+    redis.call('PEXPIRE', K_FIN, ms)
   end
   if KEEP then
     local excess = redis.call('ZCARD', K_FIN) - KEEP
