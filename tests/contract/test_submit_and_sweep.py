@@ -151,3 +151,18 @@ async def test_retention_by_age_is_applied_by_the_sweep(make_backend, autojump_c
     assert report.evicted == 1
     assert await queue.status("old") is None
     assert await queue.status("new") is not None
+
+
+async def test_a_job_given_back_is_next_in_line(make_backend, autojump_clock):
+    backend = await make_backend()
+    for name in "abc":
+        await Queue(backend).enqueue(name, id=name)
+    [first] = await backend.claim(1, lease=5, block=0)
+    assert await backend.release([first]) == 1  # a pool stopping
+    [again] = await backend.claim(1, lease=5, block=0)
+    assert again.job.id == "a"  # taken in its turn already: it does not queue again
+    await trio.sleep(6)  # its owner goes away; the sweeper recovers it
+    if make_backend.redelivers:
+        assert (await backend.sweep()).recovered == 1
+        [recovered] = await backend.claim(1, lease=5, block=0)
+        assert recovered.job.id == "a"

@@ -156,16 +156,19 @@ class MemoryBackend:
     def _held(self) -> int:
         return len(self._ready) + len(self._unqueued) + len(self._claims)
 
-    def _schedule(self, entry: _Entry, now: float) -> None:
-        """Put *entry* on the ready queue if there is room, else store it unqueued."""
+    def _schedule(self, entry: _Entry, now: float, *, front: bool = False) -> None:
+        """Put *entry* on the ready queue if there is room, else store it unqueued.
+
+        *front*: next in line (a job given back: it was taken in its turn already).
+        """
         entry.ready_at = now
         if len(self._ready) < self._capacity:
             entry.queued = True
-            self._ready.append(entry)
+            (self._ready.appendleft if front else self._ready.append)(entry)
             self._work.unpark()
         else:
             entry.queued = False
-            self._unqueued.append(entry)
+            (self._unqueued.appendleft if front else self._unqueued.append)(entry)
 
     def _fill(self, now: float) -> int:
         """Move unqueued jobs into free room, oldest first; then wake waiting producers."""
@@ -223,7 +226,7 @@ class MemoryBackend:
             target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
             entry.move(target, now)
         entry.updated_at = now
-        self._schedule(entry, now)
+        self._schedule(entry, now, front=True)
 
     # --- producer side ---------------------------------------------------------------
 

@@ -43,17 +43,20 @@ local function feed()
   end
 end
 
--- Put a job on the ready list if there is room, else store it unqueued.
-local function schedule(id)
+-- Put a job on the ready list if there is room, else store it unqueued; at the
+-- back (LPUSH: claims take from the right), or next in line when front is true
+-- (a job given back: it was taken in its turn already).
+local function schedule(id, front)
   local key = jobkey(id)
+  local push = front and 'RPUSH' or 'LPUSH'
   if redis.call('LLEN', K_READY) < CAPACITY then
-    redis.call('LPUSH', K_READY, MARK .. id)
+    redis.call(push, K_READY, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
     if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
     feed()
     return 1
   end
-  redis.call('LPUSH', K_UNQ, id)
+  redis.call(push, K_UNQ, id)
   redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
   if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
   feed()
@@ -92,7 +95,7 @@ local function putback(id)
     local attempts = tonumber(redis.call('HGET', key, 'a'))
     redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
   end
-  schedule(id)
+  schedule(id, true)
 end
 
 -- Delete a record the retention lets go, unless it is no longer finished (its TTL
