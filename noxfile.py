@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``."""
+"""Sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, ``nox -s chaos``."""
 
 from __future__ import annotations
 
@@ -37,3 +37,15 @@ def typecheck(session: nox.Session) -> None:
     session.install(".[redis]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The crash test: 2,000 jobs, worker SIGKILLs, a SIGTERM, poison jobs, a Redis restart.
+
+    Stops by itself within 3 minutes; exits non-zero when a target is missed.
+    Extra arguments go to tests/chaos.py (e.g. ``nox -s chaos -- --seed 3``).
+    """
+    session.install(".[redis]")
+    install_group(session, "test")
+    session.run("python", "tests/chaos.py", "--deadline", "170", *session.posargs)

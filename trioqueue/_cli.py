@@ -93,6 +93,12 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--grace", type=non_negative, default=30.0, help="seconds running jobs get to finish"
     )
     worker.add_argument(
+        "--sweep-interval",
+        type=seconds,
+        default=1.0,
+        help="seconds between sweeps (recovering the claims of dead workers)",
+    )
+    worker.add_argument(
         "--metrics-port", type=port, default=None, help="serve Prometheus /metrics here"
     )
     worker.set_defaults(run=_worker, log_level=logging.INFO)

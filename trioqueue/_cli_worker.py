@@ -59,6 +59,7 @@ async def run_worker(args: argparse.Namespace) -> int:
             prefetch=args.prefetch,
             retry=retry,
             lease=args.min_idle,
+            sweep_interval=args.sweep_interval,
         ) as pool:
             report = await _serve_until_signalled(pool, args.grace)
         nursery.cancel_scope.cancel()

@@ -1,0 +1,36 @@
+"""The short variant of ``nox -s chaos``: a crash test that must lose nothing.
+
+300 jobs and 2 poison jobs through 2 worker processes, while workers are
+SIGKILLed about every second, one is SIGTERMed, poison jobs kill theirs, and
+Redis restarts once (see ``chaos.py`` for the targets it checks).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CHAOS = Path(__file__).with_name("chaos.py")
+
+
+def test_a_short_chaos_run_meets_every_target():
+    result = subprocess.run(
+        [
+            sys.executable, str(CHAOS), "--jobs", "300", "--poison", "2", "--workers", "2",
+            "--concurrency", "4", "--deadline", "90", "--seed", "7",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.stdout, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["misses"] == [], report
+    assert result.returncode == 0
+    assert report["lost"] == 0
+    assert report["sigkills"] >= 3  # the faults did happen
+    assert (report["sigterms"], report["redis_restarts"]) == (1, 1)
+    assert report["crashes_by_poison"] >= 2
