@@ -121,7 +121,7 @@ def read_log(path: Path) -> list[tuple[str, str, int, float]]:
 async def enqueue(url: str, jobs: dict[str, dict[str, Any]]) -> None:
     async with trioqueue.RedisBackend(
         url, queue=QUEUE, capacity=len(jobs) + 1, min_idle=MIN_IDLE
-    ) as backend:
+    ) as backend:  # the capacity every worker is given too
         queue = trioqueue.Queue(backend)
         for job_id, payload in jobs.items():
             await queue.enqueue(payload, id=job_id)

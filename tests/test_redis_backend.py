@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
@@ -551,3 +552,42 @@ async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_ser
         stats = await backend.stats()
         assert (stats.expired, stats.enqueued, stats.gauges.held) == (1, 2, 1)
         assert stats.conserved
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "named"),
+    [
+        ({"capacity": 10}, {"capacity": 20}, "capacity=10 (yours: 20)"),
+        ({}, {"reliable": False}, "mode=reliable (yours: simple)"),
+        ({"key_ttl": 60}, {}, "key_ttl=60.0 (yours: None)"),
+    ],
+)
+async def test_users_of_one_queue_must_agree_on_its_settings(
+    redis_server: RedisServer, first, second, named
+):
+    name = queue_name()
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30, **first) as one,
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30, **second) as other,
+    ):
+        await Queue(one).enqueue("x", id="x")
+        with pytest.raises(ConfigurationError, match=re.escape(named)) as caught:
+            await Queue(other).enqueue("y", id="y")
+        assert f"delete the key '{name}.config'" in str(caught.value)
+        assert await other.status("y") is None  # refused before it changed anything
+        assert (await one.stats()).enqueued == 1
+
+
+async def test_reading_a_queue_needs_no_agreement_and_sees_its_true_mode(
+    redis_server: RedisServer,
+):
+    name = queue_name()
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=name, reliable=False, capacity=5) as one,
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as reader,
+    ):
+        await Queue(one).enqueue("x", id="x")
+        await one.claim(1, lease=30, block=0)
+        stats = await reader.stats()  # a reliable reader of a simple queue
+        assert (stats.gauges.inflight, stats.enqueued) == (1, 1)
+        assert (await reader.inspect()).claims == 1

@@ -333,26 +333,38 @@ class RedisBackend:
             "" if retention.max_count is None else retention.max_count,
             "" if retention.max_age is None else retention.max_age,
             self._mode,
-            "" if self._key_ttl is None else self._key_ttl,
+            "" if self._key_ttl is None else repr(float(self._key_ttl)),
         ]
         keys = self._keys
         # A script that was sent may have run even if its reply never came back: once
         # sent, wait for the reply (bounded), so a cancellation never hides a change.
         deadline = trio.current_time() + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
-            return await self._scripts[name](
-                keys=[
-                    keys.ready,
-                    keys.processing,
-                    keys.claims,
-                    keys.dead,
-                    keys.unqueued,
-                    keys.finished,
-                    keys.stats,
-                    keys.sequence,
-                ],
-                args=[*head, *args],
-            )
+            try:
+                return await self._scripts[name](
+                    keys=[
+                        keys.ready,
+                        keys.processing,
+                        keys.claims,
+                        keys.dead,
+                        keys.unqueued,
+                        keys.finished,
+                        keys.stats,
+                        keys.sequence,
+                        keys.config,
+                    ],
+                    args=[*head, *args],
+                )
+            except coredis.exceptions.ResponseError as exc:
+                _, marker, detail = str(exc).partition("TRIOQUEUE_CONFIG ")
+                if not marker:
+                    raise
+                raise ConfigurationError(
+                    f"queue {keys.ready!r} is set up with {detail} by the processes already "
+                    "using it; every user of a queue must give it the same capacity, mode "
+                    "(reliable or simple) and key_ttl. Pass the same, or, to change them, stop "
+                    f"every user of the queue and delete the key {keys.config!r}"
+                ) from None
         raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
             self._url, f"no reply to the {name} script within {_IO_TIMEOUT}s"
         )

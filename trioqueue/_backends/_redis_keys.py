@@ -61,6 +61,8 @@ class RedisKeys:
     """Hash of counters shared by every process using the queue."""
     sequence: str
     """Counter for claim tokens."""
+    config: str
+    """Hash of the settings every user of the queue must share (capacity, mode, key TTL)."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
 
@@ -87,6 +89,7 @@ class RedisKeys:
             finished=f"{queue}.finished",
             stats=f"{queue}.stats",
             sequence=f"{queue}.seq",
+            config=f"{queue}.config",
             job_prefix=f"{queue}.job:",
         )
         keys.check_one_slot()

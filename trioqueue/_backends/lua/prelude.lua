@@ -1,10 +1,10 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
--- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence
+-- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then the script's own from ARGV[8].
 local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_UNQ, K_FIN, K_STATS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local PREFIX = ARGV[1]
 local NOW
 if ARGV[2] ~= '' then
@@ -23,6 +23,25 @@ local SIMPLE = ARGV[6] == 'simple'
 -- with the jobs in it. Claimed jobs and dead letters never expire.
 local KEY_TTL_MS
 if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
+
+-- Every user of a queue must agree on these settings: the first sets them, and a
+-- call that disagrees is refused before it changes anything. Scripts that only
+-- read (READ_ONLY, set before this prelude) take the agreed mode instead.
+local SHARED = {'capacity', 'mode', 'key_ttl'}
+local mine = {ARGV[3], ARGV[6], ARGV[7]}
+local agreed = redis.call('HMGET', K_CONF, unpack(SHARED))
+if READ_ONLY then
+  if agreed[2] then SIMPLE = agreed[2] == 'simple' end
+elseif agreed[1] then
+  for i, name in ipairs(SHARED) do
+    if agreed[i] ~= mine[i] then
+      return redis.error_reply('TRIOQUEUE_CONFIG ' .. name .. '=' .. (agreed[i] == '' and 'None'
+        or agreed[i]) .. ' (yours: ' .. (mine[i] == '' and 'None' or mine[i]) .. ')')
+    end
+  end
+else
+  redis.call('HSET', K_CONF, 'capacity', mine[1], 'mode', mine[2], 'key_ttl', mine[3])
+end
 -- List elements that reference a job record start with this byte; anything else
 -- was pushed by another client and is the payload itself.
 local MARK = '\0'
@@ -38,7 +57,7 @@ local function feed()
   if not KEY_TTL_MS then return end
   -- not the counters (they must outlive claimed jobs and dead letters) nor the
   -- claim-token sequence (tokens must never repeat): two small keys stay behind
-  for _, k in ipairs({K_READY, K_UNQ, K_FIN}) do
+  for _, k in ipairs({K_READY, K_UNQ, K_FIN, K_CONF}) do
     redis.call('PEXPIRE', k, KEY_TTL_MS)
   end
 end
