@@ -50,6 +50,7 @@ PREFETCH = 0
 MAX_ATTEMPTS = 3
 MAX_DELIVERIES = 6  # above max_attempts, and the claims a SIGKILL storm wastes
 QUEUE = "{chaos}"
+POISON_EXIT = 13  # the status a poison job's os._exit gives (chaos_handlers.py)
 OUTAGE = 1.0  # seconds Redis stays down in its restart
 
 
@@ -61,6 +62,7 @@ class Fleet:
         self.capacity = capacity  # as the producer's: every user of a queue must agree
         self.live: dict[int, subprocess.Popen[bytes]] = {}
         self.ended: dict[int, str] = {}  # pid -> sigkill, sigterm, crashed, stopped
+        self.surprises: list[str] = []  # a worker that ended in a way no fault explains
         self.ended_at: dict[int, float] = {}
         self.stderr: dict[int, Path] = {}
 
@@ -89,16 +91,21 @@ class Fleet:
     def stop(self, pid: int, signum: int, how: str) -> None:
         process = self.live.pop(pid)
         process.send_signal(signum)
-        process.wait(timeout=60)
+        status = process.wait(timeout=60)
         self.ended[pid], self.ended_at[pid] = how, time.time()
+        if signum == signal.SIGTERM and status not in (0, 3):  # clean, or handlers cancelled
+            self.surprises.append(f"worker {pid} exited {status} after SIGTERM")
 
     def reap(self) -> int:
         """Note workers that died by themselves (a poison job) and replace them."""
         replaced = 0
         for pid, process in list(self.live.items()):
-            if process.poll() is not None:
+            status = process.poll()
+            if status is not None:
                 del self.live[pid]
                 self.ended[pid], self.ended_at[pid] = "crashed", time.time()
+                if status != POISON_EXIT:  # not a poison job: a bug
+                    self.surprises.append(f"worker {pid} died by itself with status {status}")
                 self.start()
                 replaced += 1
         return replaced
@@ -132,6 +139,19 @@ async def final_state(url: str) -> tuple[trioqueue.MetricsSnapshot, list[trioque
         return await backend.stats(), await backend.dead_letters()
 
 
+async def records(url: str, ids: list[str]) -> dict[str, trioqueue.JobRecord | None]:
+    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
+        return {job_id: await backend.status(job_id) for job_id in ids}
+
+
+def orphans_of(pid: int, events: list[tuple[str, str, int, float]]) -> list[str]:
+    """Jobs whose handler started on *pid* and did not finish there."""
+    started = {job_id for what, job_id, p, _ in events if p == pid and what == "start"}
+    return sorted(
+        started - {job_id for what, job_id, p, _ in events if p == pid and what == "done"}
+    )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="trioqueue-chaos-"))
@@ -154,6 +174,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         next_kill = time.time() + rng.uniform(0.7, 1.3)
         next_check = 0.0
         sigtermed = restarted = False
+        waiting: dict[str, float] = {}  # orphans of a SIGKILL -> when it happened
+        recoveries: dict[str, float] = {}  # seconds from the kill until it was put back
         while True:
             now = time.time()
             if now - started > args.deadline:
@@ -177,30 +199,61 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     server.stop()
                     faults.append(("redis-restart", 0, time.time()))
                     down_start = fleet.start()  # a worker that starts while Redis is down
+                    noticed = time.time() + 30
+                    while "could not be reached" not in fleet.stderr[down_start].read_text():
+                        if time.time() > noticed:
+                            break  # reported as a miss
+                        time.sleep(0.05)
                     time.sleep(OUTAGE)
                     server.start()
                     restarted = True
                 elif now >= next_kill and targets:
                     pid = rng.choice(targets)
                     fleet.stop(pid, signal.SIGKILL, "sigkill")
-                    faults.append(("sigkill", pid, time.time()))
+                    killed_at = time.time()
+                    faults.append(("sigkill", pid, killed_at))
+                    for job_id in orphans_of(pid, read_log(log)):
+                        if job_id in jobs:
+                            waiting[job_id] = killed_at
                     fleet.start()
                     next_kill = time.time() + rng.uniform(0.7, 1.3)
+            if waiting:  # a record touched after the kill was put back by a sweeper
+                for job_id, record in trio.run(records, server.url, sorted(waiting)).items():
+                    if record is not None and record.updated_at > waiting[job_id]:
+                        recoveries[job_id] = record.updated_at - waiting.pop(job_id)
             time.sleep(0.05)
         fleet.stop_all()
         stats, dead = trio.run(final_state, server.url)
+        final = trio.run(records, server.url, sorted(jobs))
     finally:
         for process in fleet.live.values():
             process.kill()
             process.wait()
         server.close()
-    return analyse(args, jobs, poison, read_log(log), fleet, faults, down_start, stats, dead)
+    return analyse(
+        args, jobs, poison, read_log(log), fleet, faults, down_start, stats, dead, final, recoveries
+    )
 
 
 def _insert(ordered: dict[str, Any], at: int, key: str, value: dict[str, Any]) -> dict[str, Any]:
     items = list(ordered.items())
     items.insert(at, (key, value))
     return dict(items)
+
+
+def _kill_times(
+    faults: list[tuple[str, int, float]],
+    events: list[tuple[str, str, int, float]],
+    jobs: dict[str, Any],
+) -> dict[str, float]:
+    """For each job orphaned by a SIGKILL, when that kill happened (the last one)."""
+    when: dict[str, float] = {}
+    for kind, pid, at in faults:
+        if kind == "sigkill":
+            for job_id in orphans_of(pid, events):
+                if job_id in jobs:
+                    when[job_id] = at
+    return when
 
 
 def analyse(
@@ -213,37 +266,37 @@ def analyse(
     down_start: int | None,
     stats: trioqueue.MetricsSnapshot,
     dead: list[trioqueue.JobRecord],
+    final: dict[str, trioqueue.JobRecord | None],
+    recovered: dict[str, float],
 ) -> dict[str, Any]:
     starts: dict[str, list[tuple[int, float]]] = defaultdict(list)
     dones: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for what, job_id, pid, at in events:
         (starts if what == "start" else dones)[job_id].append((pid, at))
     crashed = {pid for pid, how in fleet.ended.items() if how in ("sigkill", "crashed")}
-    completed = {job_id for job_id in jobs if dones[job_id]}
+    # completed means its record says so: a "done" whose ack never landed is not enough
+    completed = {
+        job_id
+        for job_id, record in final.items()
+        if record is not None and record.state is trioqueue.JobState.COMPLETED
+    }
     lost = sorted(set(jobs) - completed)
+    never_ran = sorted(job_id for job_id in completed if not dones[job_id])
     duplicated = sorted(job_id for job_id in jobs if len(dones[job_id]) > 1)
     # a duplicate is allowed only after a crash: an earlier run on a worker that crashed
     unexplained = [
         job_id for job_id in duplicated if not any(pid in crashed for pid, _ in starts[job_id][:-1])
     ]
     bound = len(crashed) * (args.concurrency + PREFETCH)
-    recoveries = []
     # a recovery that Redis being down held up says nothing about recovery itself
     outages = [(at, at + OUTAGE + 1.0) for kind, _, at in faults if kind == "redis-restart"]
-    for kind, pid, at in faults:
-        if kind != "sigkill":
-            continue
-        if any(start < at + MIN_IDLE + 1 and at < end for start, end in outages):
-            continue
-        orphans = [
-            job_id
-            for job_id, runs in starts.items()
-            if any(p == pid for p, _ in runs) and not any(p == pid for p, _ in dones[job_id])
-        ]
-        for job_id in orphans:
-            later = [t for p, t in starts[job_id] if p != pid and t > at]
-            if later and job_id in jobs:
-                recoveries.append(min(later) - at)
+    kills = dict(_kill_times(faults, events, jobs).items())
+    recoveries = [
+        seconds
+        for job_id, seconds in recovered.items()
+        if not any(start < kills[job_id] + MIN_IDLE + 1 and kills[job_id] < end
+                   for start, end in outages)
+    ]  # fmt: skip
 
     last_fault = max((at for _, _, at in faults), default=0.0)
     last_done = max((at for runs in dones.values() for _, at in runs), default=0.0)
@@ -265,6 +318,7 @@ def analyse(
         "redis_restarts": sum(1 for kind, _, _ in faults if kind == "redis-restart"),
         "completed": len(completed),
         "lost": len(lost),
+        "recoveries_timed": len(recoveries),
         "duplicated": len(duplicated),
         "duplicate_bound": bound,
         "duplicates_not_after_a_crash": len(unexplained),
@@ -292,6 +346,12 @@ def analyse(
         misses.append(f"dead letters {sorted(dead_ids)} are not exactly the poison jobs")
     if not (report["worker_started_while_redis_down"]["logged"] and down_worked):
         misses.append("the worker started while Redis was down did not log it or never worked")
+    if never_ran:
+        misses.append(f"completed without a logged run: {never_ran[:10]}")
+    misses.extend(fleet.surprises)
+    tracebacks = [p.name for p in fleet.stderr.values() if "Traceback" in p.read_text()]
+    if tracebacks:
+        misses.append(f"tracebacks in {tracebacks}")
     if stats.succeeded != len(jobs) or not stats.conserved:
         misses.append(f"succeeded {stats.succeeded} of {len(jobs)}, conserved={stats.conserved}")
     report["misses"] = misses

@@ -235,6 +235,8 @@ def test_the_worker_serves_prometheus_metrics(target, workers):
         ("no_such_module_here:run", "cannot import 'no_such_module_here'"),
         ("cli_handlers:missing", "has no 'missing'"),
         ("cli_handlers:not_async", "is not an async function"),
+        ("cli_broken_module:run", "importing 'cli_broken_module' raised RuntimeError"),
+        (".relative:run", "importing '.relative' raised TypeError"),
     ],
 )
 def test_a_bad_handler_is_a_one_line_error_and_touches_nothing(target, handler, message):
@@ -249,7 +251,13 @@ def test_a_bad_handler_is_a_one_line_error_and_touches_nothing(target, handler, 
 
 @pytest.mark.parametrize(
     "options",
-    [["--workers", "0"], ["--min-idle", "0"], ["--grace", "-1"], ["--metrics-port", "70000"]],
+    [
+        ["--workers", "0"],
+        ["--min-idle", "0"],
+        ["--grace", "-1"],
+        ["--metrics-port", "70000"],
+        ["--prefetch", "-3"],
+    ],
 )
 def test_bad_worker_settings_are_refused(target, options):
     result = target.run("worker", "cli_handlers:record", *options)
@@ -362,8 +370,7 @@ def test_dead_letters_can_be_listed_shown_requeued_and_purged(target, workers):
     assert target.run("dead", "purge", "j1").stdout == "purged 1\n"
     stats = target.stats()
     assert (stats["dead"], stats["ready"]) == (2, 1)
-    requeued = json.loads(target.run("dead", "show", "j0").stdout)
-    assert (requeued["state"], requeued["attempts"]) == ("received", 0)  # fresh attempts
+    assert target.run("dead", "show", "j0").returncode == 1  # no longer a dead letter
 
     assert target.run("dead", "requeue", "--all").returncode == 0
     stats = target.stats()
@@ -419,3 +426,77 @@ def test_python_dash_m_and_the_console_script_are_the_same():
     assert result.returncode == 0
     for command in ("demo", "worker", "enqueue", "stats", "dead"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize(
+    "url", ["notaurl", "", "http://localhost:6379", "redis://localhost:99999", "redis://h:abc"]
+)
+def test_a_bad_redis_url_is_a_one_line_usage_error(url):
+    result = cli("stats", "--redis", url, "--queue", "{q}")
+    assert result.returncode == 2
+    assert "Redis URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_password_in_the_url_never_reaches_the_messages():
+    url = f"redis://user:s3cretpw@127.0.0.1:{free_port()}/0"
+    result = cli("enqueue", '{"n": 1}', "--redis", url, "--queue", "{q}")
+    assert result.returncode == 1
+    assert "could not be reached" in result.stderr
+    assert "s3cretpw" not in result.stderr
+    assert "user:***@127.0.0.1" in result.stderr
+
+
+def test_a_busy_metrics_port_is_a_one_line_error(target):
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        result = target.run("worker", "cli_handlers:record", "--metrics-port", str(taken))
+    assert result.returncode == 2
+    assert f"--metrics-port {taken}: cannot serve metrics there" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_queue_set_up_with_other_settings_says_which_to_pass(target):
+    assert (
+        target.run("enqueue", '{"n": 1}', "--capacity", "64", "--key-ttl", "3600").returncode == 0
+    )
+    refused = target.run("enqueue", '{"n": 2}')
+    assert refused.returncode == 2
+    assert "capacity=64 (yours: 1000)" in refused.stderr
+    agreed = target.run("enqueue", '{"n": 2}', "--capacity", "64", "--key-ttl", "3600")
+    assert agreed.returncode == 0, agreed.stderr
+    assert target.stats()["ready"] == 2  # reading needs no agreement
+
+
+def test_enqueue_refuses_lines_that_are_not_utf8(target):
+    result = subprocess.run(
+        [sys.executable, "-m", "trioqueue", "enqueue", "--redis", target.url, "--queue",
+         target.queue],
+        input=b'{"n": 1}\n{"n": "\xff"}\n',
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+        cwd=HERE,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert b"line 2 is not UTF-8" in result.stderr
+    assert target.stats()["counters"]["enqueued"] == 0
+
+
+def test_dead_show_and_list_are_only_about_dead_letters(target):
+    target.run("enqueue", '{"n": 1}', "--id", "alive")
+    shown = target.run("dead", "show", "alive")
+    assert shown.returncode == 1
+    assert "no job 'alive' among the dead letters" in shown.stderr
+    listed = target.run("dead", "list", "alive")
+    assert listed.returncode == 2
+    assert "dead list takes no job id" in listed.stderr
+
+
+def test_demo_queue_needs_redis():
+    result = cli("demo", "--queue", "{q}")
+    assert result.returncode == 2
+    assert "--queue names a Redis queue" in result.stderr

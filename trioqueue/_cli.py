@@ -22,9 +22,11 @@ from ._cli_args import (
     UsageError,
     add_redis_options,
     non_negative,
+    non_negative_int,
     port,
     positive_int,
     rate,
+    redis_url,
     seconds,
 )
 from ._exceptions import BackendUnavailable, ConfigurationError, JobNotFound
@@ -64,7 +66,9 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.add_argument("--handler-ms", type=non_negative, default=1.0, help="simulated work")
     demo.add_argument("--seed", type=int, default=None, help="seed for failures and jitter")
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
-    demo.add_argument("--redis", metavar="URL", help="run on Redis instead of in memory")
+    demo.add_argument(
+        "--redis", metavar="URL", type=redis_url, help="run on Redis instead of in memory"
+    )
     demo.add_argument("--queue", metavar="NAME", help="the Redis queue (default: a fresh one)")
     demo.set_defaults(run=_demo, log_level=logging.WARNING)
 
@@ -81,7 +85,7 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     worker.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
     add_redis_options(worker)
     worker.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
-    worker.add_argument("--prefetch", type=int, default=0, help="jobs claimed ahead")
+    worker.add_argument("--prefetch", type=non_negative_int, default=0, help="jobs claimed ahead")
     worker.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per job")
     worker.add_argument(
         "--max-deliveries",
@@ -152,13 +156,15 @@ def _add_dead(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 async def _demo(args: argparse.Namespace) -> int:
     from ._cli_demo import report_lines, run_demo  # lazily: imports tqdm
 
+    if args.queue is not None and args.redis is None:
+        raise UsageError("--queue names a Redis queue: give --redis URL too")
     snap = await run_demo(args)
     if args.json:
         data = attrs.asdict(snap)
         data["conserved"] = snap.conserved
-        _print(json.dumps(data, indent=2))
+        print(json.dumps(data, indent=2), flush=True)
     else:
-        _print("\n".join(report_lines(snap)))
+        print("\n".join(report_lines(snap)), flush=True)
     return 0 if snap.conserved else 1
 
 
@@ -186,14 +192,6 @@ async def _dead(args: argparse.Namespace) -> int:
     return await run_dead(args)
 
 
-def _print(text: str) -> None:
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-        # point stdout at devnull so the flush at exit does not fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 def _configure_logging(args: argparse.Namespace) -> None:
     level = args.log_level + 10 * (args.quiet - args.verbose)
     logging.basicConfig(
@@ -201,6 +199,15 @@ def _configure_logging(args: argparse.Namespace) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # the client's own notes (a script reloaded after a restart) only with -vv
+    logging.getLogger("coredis").setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The one error inside nested single-error groups (a nursery wraps what it raises)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -208,7 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args)
     try:
-        return int(trio.run(args.run, args))
+        try:
+            return int(trio.run(args.run, args, restrict_keyboard_interrupt_to_checkpoints=True))
+        except BaseExceptionGroup as group:
+            raise _leaf(group) from None
     except (UsageError, ConfigurationError) as exc:
         print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -216,7 +226,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        if args.command == "stats":
+        if args.command == "stats" and args.watch:
             return 0  # the way to stop --watch
         print(f"trioqueue {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        # point stdout at devnull so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        if args.verbose:
+            raise
+        print(
+            f"trioqueue {args.command}: {type(exc).__name__}: {exc} "
+            "(run with -v for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

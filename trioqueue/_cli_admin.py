@@ -18,6 +18,7 @@ from ._cli_args import UsageError, redis_backend
 from ._exceptions import IdempotencyConflict, JobNotFound
 from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
+from ._records import JobState
 
 if TYPE_CHECKING:
     import argparse
@@ -46,9 +47,13 @@ def _jobs_from_argument(args: argparse.Namespace) -> list[NewJob]:
     return [_prepared(payload, args.id, "the job")]
 
 
-def _jobs_from_lines(lines: Iterable[str], id_key: str | None) -> list[NewJob]:
+def _jobs_from_lines(lines: Iterable[bytes], id_key: str | None) -> list[NewJob]:
     jobs = []
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"line {number} is not UTF-8 ({exc}); nothing was enqueued") from None
         if not line.strip():
             continue
         try:
@@ -84,22 +89,33 @@ async def run_enqueue(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--id names one job: give its JSON as an argument, or use --id-key with lines"
             )
-        jobs = _jobs_from_lines(sys.stdin, args.id_key)
+        jobs = _jobs_from_lines(sys.stdin.buffer, args.id_key)
     backend = redis_backend(args)
     accepted = deduplicated = conflicts = 0
     async with backend:
-        for job in jobs:
-            try:
-                receipt = await backend.add(job, AddMode.WAIT)
-            except IdempotencyConflict as exc:
-                conflicts += 1
-                print(f"trioqueue: {exc}", file=sys.stderr)
-                continue
-            deduplicated += receipt.deduplicated
-            accepted += not receipt.deduplicated
+        try:
+            for job in jobs:
+                try:
+                    receipt = await backend.add(job, AddMode.WAIT)
+                except IdempotencyConflict as exc:
+                    conflicts += 1
+                    print(f"trioqueue: {exc}", file=sys.stderr)
+                    continue
+                deduplicated += receipt.deduplicated
+                accepted += not receipt.deduplicated
+                if args.json is not None:
+                    state = "already there" if receipt.deduplicated else "enqueued"
+                    print(f"{receipt.id} {state}")
+        except BaseException:  # interrupted, or Redis went away: say how far it got
             if args.json is not None:
-                state = "already there" if receipt.deduplicated else "enqueued"
-                print(f"{receipt.id} {state}")
+                raise  # one job: the error says it all
+            done = accepted + deduplicated + conflicts
+            print(
+                f"stopped after {done} of {len(jobs)} jobs: accepted {accepted}, deduplicated "
+                f"{deduplicated}, conflicts {conflicts}; jobs with ids can be sent again safely",
+                file=sys.stderr,
+            )
+            raise
     if args.json is None:
         print(f"accepted {accepted}, deduplicated {deduplicated}, conflicts {conflicts}")
     return EXIT_CONFLICTS if conflicts else 0
@@ -154,6 +170,8 @@ def _record_json(record: JobRecord) -> dict[str, Any]:
 
 async def run_dead(args: argparse.Namespace) -> int:
     """List, show, requeue or purge dead letters."""
+    if args.action == "list" and (args.job_id is not None or args.all):
+        raise UsageError("dead list takes no job id; use `dead show ID` for one")
     if args.action in ("show", "requeue", "purge"):
         if (args.job_id is None) == (not args.all):
             raise UsageError(
@@ -183,8 +201,8 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
         return 0
     if args.action == "show":
         found = await queue.status(args.job_id)
-        if found is None:
-            raise JobNotFound(args.job_id, "this queue")
+        if found is None or found.state is not JobState.FAILED:
+            raise JobNotFound(args.job_id, "dead letters")
         print(json.dumps(_record_json(found), indent=2))
         return 0
     if args.action == "requeue":

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import inspect
 import sys
+import urllib.parse
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -17,10 +18,12 @@ __all__ = [
     "add_redis_options",
     "load_handler",
     "non_negative",
+    "non_negative_int",
     "port",
     "positive_int",
     "rate",
     "redis_backend",
+    "redis_url",
     "seconds",
 ]
 
@@ -72,6 +75,36 @@ def seconds(text: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """A whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
+    return value
+
+
+def redis_url(text: str) -> str:
+    """A Redis URL: redis://, rediss:// or unix://, with a valid port and database."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Redis URL ({exc})") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Redis URL: use redis://host:port/db (or rediss://, unix://)"
+        )
+    database = parts.path.strip("/") if parts.scheme != "unix" else "0"
+    if parts.scheme != "unix" and (not parts.hostname or (database and not database.isdigit())):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Redis URL: use redis://host:port/db, e.g. redis://localhost:6379/0"
+        )
+    return text
+
+
 def port(text: str) -> int:
     """A TCP port, 1 to 65535."""
     value = positive_int(text)
@@ -101,6 +134,10 @@ def load_handler(spec: str) -> Handler:
         raise UsageError(
             f"cannot import {module_name!r} ({exc}); run from the directory that holds it "
             "or add that directory to PYTHONPATH"
+        ) from None
+    except Exception as exc:  # any error in the module, reported
+        raise UsageError(
+            f"importing {module_name!r} raised {type(exc).__name__}: {exc}; fix the module"
         ) from None
     target: object = module
     for part in attr.split("."):
@@ -136,13 +173,16 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend:
         capacity=args.capacity,
         min_idle=args.min_idle,
         reliable=not args.simple,
+        key_ttl=args.key_ttl,
         max_deliveries=getattr(args, "max_deliveries", 20),
     )
 
 
 def add_redis_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """``--redis URL --queue NAME`` and the queue's settings, as every Redis command takes them."""
-    parser.add_argument("--redis", metavar="URL", required=required, help="redis://host:port/db")
+    parser.add_argument(
+        "--redis", metavar="URL", type=redis_url, required=required, help="redis://host:port/db"
+    )
     parser.add_argument(
         "--queue",
         metavar="NAME",
@@ -162,4 +202,10 @@ def add_redis_options(parser: argparse.ArgumentParser, *, required: bool = True)
         "--simple",
         action="store_true",
         help="a simple, at-most-once queue (the default is reliable: at-least-once)",
+    )
+    parser.add_argument(
+        "--key-ttl",
+        type=seconds,
+        default=None,
+        help="seconds an unfed queue lives (as the queue was set up with; default: for ever)",
     )

@@ -42,7 +42,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             from ._prometheus import serve_metrics  # lazily: only when asked for
 
-            nursery.start_soon(serve_metrics, backend, args.queue, args.metrics_port)
+            await nursery.start(serve_metrics, backend, args.queue, args.metrics_port)
         logger.info(
             "worker on %s queue %s: %d workers, min_idle %ss, grace %ss (pid %d)",
             "simple" if args.simple else "reliable",

@@ -95,6 +95,9 @@ class WorkerPool:
         self._finished_in_grace = 0
         self._cancelled = 0
         self._released = 0
+        self._unreturned = 0
+        # a backend written before `redelivers` existed is at-least-once
+        self._redelivers: bool = getattr(backend, "redelivers", True)
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped.is_set() else "stopping" if self._stopping else "running"
@@ -182,6 +185,7 @@ class WorkerPool:
             finished=self._finished_in_grace,
             cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
             released=self._released,
+            unreturned=self._unreturned,
         )
         self._shutdown_done.set()
         logger.info(
@@ -379,12 +383,13 @@ class WorkerPool:
         An at-most-once backend never gets back a job whose handler ran without an
         outcome: the pool stops renewing it, and the sweeper keeps it as a dead letter.
         """
-        if not self._backend.redelivers and claim.token in self._unsettled:
+        if not self._redelivers and claim.token in self._unsettled:
             logger.error(
                 "job %s: its outcome was not recorded; this queue never runs a job twice, so "
                 "it becomes a dead letter when its lease runs out",
                 claim.job.id,
             )
+            self._unreturned += 1
             self._forget(claim)
             return
         released: list[int] = []
@@ -392,7 +397,8 @@ class WorkerPool:
         async def release() -> None:
             released.append(await self._backend.release([claim]))
 
-        await self._tell_backend(f"job {claim.job.id}: putting it back", release)
+        if not await self._tell_backend(f"job {claim.job.id}: putting it back", release):
+            self._unreturned += 1
         self._released += sum(released)
         self._forget(claim)
 
@@ -439,7 +445,7 @@ class WorkerPool:
         held = list(self._held.values())
         self._held.clear()  # in place: the lease renewer holds this same dict
         interrupted = [c for c in held if c.token in self._unsettled]
-        if self._backend.redelivers:
+        if self._redelivers:
             interrupted = []  # at-least-once: they run again
         give_back = [c for c in held if c not in interrupted]
         released: list[int] = []
@@ -454,6 +460,7 @@ class WorkerPool:
         if await self._tell_backend("putting unfinished jobs back", release):
             self._released += sum(released)
         else:
+            self._unreturned += len(held)
             logger.error(
                 "%d jobs could not be put back in time; they are recovered when their "
                 "leases run out",

@@ -82,8 +82,11 @@ class ShutdownReport:
     """Handlers cancelled when the grace period ran out."""
     released: int
     """Unfinished jobs put back in the backend: cancelled, prefetched, or waiting to retry."""
+    unreturned: int = 0
+    """Jobs the backend could not take back in time (an outcome or a put-back that did
+    not land): the sweeper recovers them when their leases run out."""
 
     @property
     def clean(self) -> bool:
-        """True when no handler had to be cancelled."""
-        return self.cancelled == 0
+        """True when no handler had to be cancelled and every job went back in time."""
+        return self.cancelled == 0 and self.unreturned == 0

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ._cli_args import UsageError
 from ._exceptions import BackendUnavailable
 from ._metrics import COUNTER_NAMES
 
@@ -63,13 +64,32 @@ class _SnapshotCollector(Collector):
             yield gauge
 
 
-async def serve_metrics(backend: Backend, queue: str, port: int) -> None:
-    """Serve ``/metrics`` on *port* until cancelled, refreshing the stats every second."""
+async def serve_metrics(
+    backend: Backend,
+    queue: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``/metrics`` on *port* until cancelled, refreshing the stats every second.
+
+    Started (``nursery.start``) once the port is bound.
+
+    Raises:
+        UsageError: The port cannot be bound (in use, or not allowed).
+    """
     collector = _SnapshotCollector(queue)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(collector)
-    server, thread = start_http_server(port, registry=registry)
+    try:
+        server, thread = start_http_server(port, registry=registry)
+    except OSError as exc:
+        raise UsageError(
+            f"--metrics-port {port}: cannot serve metrics there ({exc.strerror or exc}); "
+            "choose a free port"
+        ) from None
     logger.info("metrics on http://0.0.0.0:%d/metrics", port)
+    task_status.started()
     try:
         while True:
             try:

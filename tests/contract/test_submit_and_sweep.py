@@ -153,7 +153,9 @@ async def test_retention_by_age_is_applied_by_the_sweep(make_backend, autojump_c
     assert await queue.status("new") is not None
 
 
-async def test_a_job_given_back_is_next_in_line(make_backend, autojump_clock):
+async def test_a_job_given_back_is_next_in_line_and_a_recovered_one_last(
+    make_backend, autojump_clock
+):
     backend = await make_backend()
     for name in "abc":
         await Queue(backend).enqueue(name, id=name)
@@ -161,8 +163,8 @@ async def test_a_job_given_back_is_next_in_line(make_backend, autojump_clock):
     assert await backend.release([first]) == 1  # a pool stopping
     [again] = await backend.claim(1, lease=5, block=0)
     assert again.job.id == "a"  # taken in its turn already: it does not queue again
-    await trio.sleep(6)  # its owner goes away; the sweeper recovers it
+    await trio.sleep(6)  # its owner goes away: the sweeper recovers it, to the back
     if make_backend.redelivers:
         assert (await backend.sweep()).recovered == 1
-        [recovered] = await backend.claim(1, lease=5, block=0)
-        assert recovered.job.id == "a"
+        rest = await backend.claim(3, lease=5, block=0)
+        assert [claim.job.id for claim in rest] == ["b", "c", "a"]

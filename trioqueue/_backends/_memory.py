@@ -220,13 +220,17 @@ class MemoryBackend:
             evicted += 1
         return evicted
 
-    def _put_back(self, entry: _Entry, now: float) -> None:
-        """Return a claimed, unfinished job to the queue without counting an attempt."""
+    def _put_back(self, entry: _Entry, now: float, *, front: bool) -> None:
+        """Return a claimed, unfinished job to the queue without counting an attempt.
+
+        *front* for a job a live pool gave back (next in line); recovered jobs of a
+        dead owner go to the back, so they do not all land on the next worker.
+        """
         if entry.state is JobState.PROCESSING:
             target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
             entry.move(target, now)
         entry.updated_at = now
-        self._schedule(entry, now, front=True)
+        self._schedule(entry, now, front=front)
 
     # --- producer side ---------------------------------------------------------------
 
@@ -436,7 +440,7 @@ class MemoryBackend:
                 continue
             self._claims.pop(claim.token)
             entry.token = None
-            self._put_back(entry, now)
+            self._put_back(entry, now, front=True)
             released += 1
         self._metrics.released += released
         await trio.lowlevel.cancel_shielded_checkpoint()
@@ -450,7 +454,7 @@ class MemoryBackend:
         for token in expired:
             entry = self._claims.pop(token)
             entry.token = None
-            self._put_back(entry, now)
+            self._put_back(entry, now, front=False)
         self._metrics.recovered += len(expired)
         scheduled = self._fill(now)
         evicted = self._evict_old(now)

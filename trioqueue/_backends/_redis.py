@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import trio
@@ -72,6 +73,16 @@ def _text(value: bytes | str | None) -> str:
     if value is None:
         return ""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _redacted(url: str) -> str:
+    """*url* without its password: ``redis://user:***@host:port/db``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
 
 
 def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
@@ -224,6 +235,7 @@ class RedisBackend:
             )
         self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
+        self._where = _redacted(url)  # for messages and logs: never the password
         self._capacity = capacity
         self._min_idle = float(min_idle)
         self._recovery_ttl = recovery_ttl
@@ -243,7 +255,8 @@ class RedisBackend:
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
     def __repr__(self) -> str:
-        return f"<trioqueue.RedisBackend {self._mode} queue={self._keys.ready!r} url={self._url!r}>"
+        queue, where = self._keys.ready, self._where
+        return f"<trioqueue.RedisBackend {self._mode} queue={queue!r} url={where!r}>"
 
     async def __aenter__(self) -> Self:
         # no silent re-sends: a script whose reply was lost may have run, and the pool
@@ -313,7 +326,8 @@ class RedisBackend:
         try:
             yield
         except _UNREACHABLE as exc:
-            raise BackendUnavailable(self._url, str(exc) or type(exc).__name__) from exc
+            detail = (str(exc) or type(exc).__name__).replace(self._url, self._where)
+            raise BackendUnavailable(self._where, detail) from exc
 
     def _require_client(self) -> coredis.Redis[bytes]:
         if self._client is None:
@@ -366,7 +380,7 @@ class RedisBackend:
                     f"every user of the queue and delete the key {keys.config!r}"
                 ) from None
         raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
-            self._url, f"no reply to the {name} script within {_IO_TIMEOUT}s"
+            self._where, f"no reply to the {name} script within {_IO_TIMEOUT}s"
         )
 
     # --- producer side ----------------------------------------------------------------

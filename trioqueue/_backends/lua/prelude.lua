@@ -106,15 +106,17 @@ local function unclaim(id)
   redis.call('HSET', jobkey(id), 't', '')
 end
 
--- Return a claimed, unfinished job to the queue without counting an attempt.
-local function putback(id)
+-- Return a claimed, unfinished job to the queue without counting an attempt: next
+-- in line when a live pool gave it back (front), else at the back, so that the jobs
+-- of a crashed worker spread out instead of crashing the next one together.
+local function putback(id, front)
   local key = jobkey(id)
   unclaim(id)
   if redis.call('HGET', key, 's') == 'processing' then
     local attempts = tonumber(redis.call('HGET', key, 'a'))
     redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
   end
-  schedule(id, true)
+  schedule(id, front)
 end
 
 -- Delete a record the retention lets go, unless it is no longer finished (its TTL
