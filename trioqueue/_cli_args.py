@@ -32,15 +32,22 @@ class UsageError(Exception):
     """Bad input on the command line: reported in one line, exit status 2."""
 
 
-def positive_int(text: str) -> int:
-    """A whole number >= 1."""
+def _whole_number(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is too small: use 1 or more")
+    if value < minimum:
+        fix = (
+            "is negative: use 0 or more" if minimum == 0 else f"is too small: use {minimum} or more"
+        )
+        raise argparse.ArgumentTypeError(f"{value} {fix}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1."""
+    return _whole_number(text, 1)
 
 
 def rate(text: str) -> float:
@@ -77,13 +84,7 @@ def seconds(text: str) -> float:
 
 def non_negative_int(text: str) -> int:
     """A whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
-    return value
+    return _whole_number(text, 0)
 
 
 def redis_url(text: str) -> str:
