@@ -189,8 +189,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     break  # every job finished: completed or dead-lettered
             if share < args.fault_until:
                 targets = sorted(set(fleet.live) - {down_start})  # it must get to work
-                if not sigtermed and share >= 0.25 and targets:
-                    pid = rng.choice(targets)
+                running = [p for p in targets if "worker on" in fleet.stderr[p].read_text()]
+                if not sigtermed and share >= 0.25 and running:
+                    pid = rng.choice(running)  # SIGTERM before Python is up kills at once
                     fleet.stop(pid, signal.SIGTERM, "sigterm")
                     faults.append(("sigterm", pid, time.time()))
                     fleet.start()

@@ -294,7 +294,7 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         clock["now"] += 6
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
-        late = await backend._run("claim", 1, 5, "", "", element)  # A registers, at last
+        late = await backend._run("claim", 1, 5, "", "", "", element)  # A registers, at last
         assert late == []
         stats = await backend.stats()
         assert (stats.gauges.inflight, await backend.pending()) == (1, 1)
@@ -446,10 +446,10 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         queue = Queue(backend)
         await queue.enqueue("poison", id="P")
         for _ in range(3):  # each worker that takes it dies: the lease runs out
-            [claim] = await backend.claim(1, lease=5, block=0)
+            [claim] = await backend.claim(1, lease=5, block=0, alone=True)
             clock["now"] += 6
             assert (await backend.sweep()).recovered == 1
-        assert await backend.claim(1, lease=5, block=0) == []  # the fourth is refused
+        assert await backend.claim(1, lease=5, block=0, alone=True) == []  # the fourth is refused
         [dead] = await backend.dead_letters()
         assert dead.id == "P"
         assert "delivered 3 times (max_deliveries)" in (dead.reason or "")
@@ -458,7 +458,7 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         assert stats.conserved
         # requeued by hand, it has its deliveries back
         await queue.requeue_dead("P")
-        [claim] = await backend.claim(1, lease=5, block=0)
+        [claim] = await backend.claim(1, lease=5, block=0, alone=True)
         assert await backend.ack(claim)
 
 
@@ -546,7 +546,7 @@ async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_ser
         await backend.sweep()  # stamps it
         await client.pexpire(keys.job_prefix + "J", 1)
         await wait_until_gone(client, keys.job_prefix + "J")
-        assert await backend._run("claim", 0, 5, "", "", element) == []  # expired: counted
+        assert await backend._run("claim", 0, 5, "", "", "", element) == []  # expired: counted
         clock["now"] += 10
         await backend.sweep()
         stats = await backend.stats()
@@ -591,3 +591,39 @@ async def test_reading_a_queue_needs_no_agreement_and_sees_its_true_mode(
         stats = await reader.stats()  # a reliable reader of a simple queue
         assert (stats.gauges.inflight, stats.enqueued) == (1, 1)
         assert (await reader.inspect()).claims == 1
+
+
+async def test_a_job_twice_held_by_dying_workers_runs_alone(redis_server: RedisServer):
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: clock["now"]
+    ) as backend:
+        queue = Queue(backend)
+        for name in ("poison", "neighbour", "later"):
+            await queue.enqueue(name, id=name)
+        for _ in range(2):  # a worker claims both, dies; the sweeper recovers them
+            claims = await backend.claim(2, lease=5, block=0, alone=True)
+            assert sorted(c.job.id for c in claims) in (
+                ["neighbour", "poison"],
+                ["later", "neighbour"],
+                ["later", "poison"],
+            )
+            assert not any(c.suspect for c in claims)
+            clock["now"] += 6
+            await backend.sweep()
+        info = await backend.inspect()
+        assert info.stored >= 1  # the twice-delivered ones wait among the suspects
+        assert await backend.pending() == 3
+        busy = await backend.claim(5, lease=5, block=0, alone=False)
+        assert not any(c.suspect for c in busy)  # a busy pool never gets a suspect
+        for claim in busy:
+            assert await backend.ack(claim)
+        [suspect] = await backend.claim(5, lease=5, block=0, alone=True)
+        assert suspect.suspect  # one, alone
+        assert await backend.ack(suspect)
+        while claims := await backend.claim(5, lease=5, block=0, alone=True):
+            for claim in claims:
+                assert await backend.ack(claim)
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held) == (3, 0)
+        assert stats.conserved

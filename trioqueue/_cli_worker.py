@@ -21,6 +21,7 @@ from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import AsyncIterator
 
     from ._pool import WorkerPool
     from ._pool_config import ShutdownReport
@@ -37,62 +38,66 @@ async def run_worker(args: argparse.Namespace) -> int:
     """Run the worker the arguments describe until a signal; return the exit status."""
     handler = load_handler(args.handler)
     backend = redis_backend(args)
-    retry = RetryPolicy(max_attempts=args.max_attempts)
-    async with backend, trio.open_nursery() as nursery:
-        if args.metrics_port is not None:
-            from ._prometheus import serve_metrics  # lazily: only when asked for
+    # from the start: a signal while connecting still stops the worker the clean way
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with backend, trio.open_nursery() as nursery:
+            if args.metrics_port is not None:
+                from ._prometheus import serve_metrics  # lazily: only when asked for
 
-            await nursery.start(serve_metrics, backend, args.queue, args.metrics_port)
-        logger.info(
-            "worker on %s queue %s: %d workers, min_idle %ss, grace %ss (pid %d)",
-            "simple" if args.simple else "reliable",
-            args.queue,
-            args.workers,
-            args.min_idle,
-            args.grace,
-            os.getpid(),
-        )
-        async with open_worker_pool(
-            backend,
-            handler,
-            workers=args.workers,
-            prefetch=args.prefetch,
-            retry=retry,
-            lease=args.min_idle,
-            sweep_interval=args.sweep_interval,
-        ) as pool:
-            report = await _serve_until_signalled(pool, args.grace)
-        nursery.cancel_scope.cancel()
+                await nursery.start(serve_metrics, backend, args.queue, args.metrics_port)
+            logger.info(
+                "worker on %s queue %s: %d workers, min_idle %ss, grace %ss (pid %d)",
+                "simple" if args.simple else "reliable",
+                args.queue,
+                args.workers,
+                args.min_idle,
+                args.grace,
+                os.getpid(),
+            )
+            async with open_worker_pool(
+                backend,
+                handler,
+                workers=args.workers,
+                prefetch=args.prefetch,
+                retry=RetryPolicy(max_attempts=args.max_attempts),
+                lease=args.min_idle,
+                sweep_interval=args.sweep_interval,
+            ) as pool:
+                report = await _serve_until_signalled(pool, args.grace, signals)
+            nursery.cancel_scope.cancel()
     logger.info(
-        "stopped: %d handlers finished in the grace period, %d cancelled, %d jobs put back",
+        "stopped: %d handlers finished in the grace period, %d cancelled, %d jobs put back, "
+        "%d left to the sweeper",
         report.finished,
         report.cancelled,
         report.released,
+        report.unreturned,
     )
     return 0 if report.clean else EXIT_CANCELLED
 
 
-async def _serve_until_signalled(pool: WorkerPool, grace: float) -> ShutdownReport:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.warning(
-                "%s: stopping; running jobs have %ss to finish (send it again to stop now)",
-                signal.Signals(signum).name,
-                grace,
-            )
-            break
-        async with trio.open_nursery() as nursery:
+async def _serve_until_signalled(
+    pool: WorkerPool, grace: float, signals: AsyncIterator[int]
+) -> ShutdownReport:
+    async for signum in signals:
+        logger.warning(
+            "%s: stopping; running jobs have %ss to finish (send it again to stop now)",
+            signal.Signals(signum).name,
+            grace,
+        )
+        break
+    async with trio.open_nursery() as nursery:
 
-            async def stop_now_on_a_second_signal() -> None:
-                async for signum in signals:
-                    logger.warning(
-                        "%s again: cancelling running jobs and putting them back",
-                        signal.Signals(signum).name,
-                    )
-                    await pool.shutdown(0)
-                    return
+        async def stop_now_on_a_second_signal() -> None:
+            async for signum in signals:
+                logger.warning(
+                    "%s again: cancelling running jobs and putting them back",
+                    signal.Signals(signum).name,
+                )
+                await pool.shutdown(0)
+                return
 
-            nursery.start_soon(stop_now_on_a_second_signal)
-            report = await pool.shutdown(grace)
-            nursery.cancel_scope.cancel()
+        nursery.start_soon(stop_now_on_a_second_signal)
+        report = await pool.shutdown(grace)
+        nursery.cancel_scope.cancel()
     return report

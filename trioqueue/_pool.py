@@ -75,6 +75,7 @@ class WorkerPool:
         # claims whose handler started and whose outcome has not reached the backend: an
         # at-most-once backend must never get these back to run again
         self._unsettled: set[str] = set()
+        self._settled = trio.lowlevel.ParkingLot()  # a claim left _held
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         self._sleeping: set[trio.CancelScope] = set()
@@ -239,7 +240,7 @@ class WorkerPool:
             # drain check runs at once
             with trio.CancelScope() as self._claim_wait:
                 claims = await self._backend.claim(
-                    want, lease=config.lease, block=config.poll_interval
+                    want, lease=config.lease, block=config.poll_interval, alone=not self._held
                 )
             self._claim_wait = None
             for claim in claims:
@@ -249,6 +250,10 @@ class WorkerPool:
                 self._slots.release()
         for claim in claims:
             await self._send.send(claim)
+        for claim in claims:
+            # a job that may be killing its workers runs alone: it takes nothing down with it
+            while claim.suspect and claim.token in self._held:
+                await self._settled.park()
         return True
 
     def _note_outage(self, doing: str, exc: BackendUnavailable, pause: float) -> None:
@@ -406,6 +411,7 @@ class WorkerPool:
         """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
         self._held.pop(claim.token, None)
         self._unsettled.discard(claim.token)
+        self._settled.unpark_all()
         if self._producer_finished and not self._held and self._claim_wait is not None:
             self._claim_wait.cancel()
 

@@ -321,8 +321,13 @@ class MemoryBackend:
 
     # --- worker side -----------------------------------------------------------------
 
-    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
-        """Claim up to *max_jobs* ready jobs; see `Backend.claim`."""
+    async def claim(
+        self, max_jobs: int, *, lease: float, block: float, alone: bool = False
+    ) -> list[Claim]:
+        """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
+
+        No job is ever a suspect: the workers of one process cannot die one at a time.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._ready:
             with trio.move_on_after(block):

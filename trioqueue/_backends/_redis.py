@@ -366,6 +366,7 @@ class RedisBackend:
                         keys.stats,
                         keys.sequence,
                         keys.config,
+                        keys.suspects,
                     ],
                     args=[*head, *args],
                 )
@@ -418,7 +419,7 @@ class RedisBackend:
         client, keys = self._require_client(), self._keys
         with self._reachable():
             async with client.pipeline(transaction=True) as pipe:
-                parts = [pipe.llen(keys.ready), pipe.llen(keys.unqueued)]
+                parts = [pipe.llen(keys.ready), pipe.llen(keys.unqueued), pipe.llen(keys.suspects)]
                 if self._mode == "simple":  # claimed jobs are in the claims set only
                     parts.append(pipe.zcard(keys.claims))
                 else:
@@ -493,7 +494,7 @@ class RedisBackend:
         numbers, invalid UTF-8 in strings); such a job must not crash the pool.
         """
         claims = []
-        for job_id, payload, attempts, token, ready_at in rows:
+        for job_id, payload, attempts, token, ready_at, suspect in rows:
             try:
                 decoded = json.loads(payload)
             except ValueError as exc:
@@ -503,10 +504,16 @@ class RedisBackend:
                 await self._settle(poison, "dead", None, reason)
                 continue
             job = Job(id=_text(job_id), payload=decoded, attempt=int(attempts) + 1)
-            claims.append(Claim(job=job, token=_text(token), ready_at=float(ready_at)))
+            claims.append(
+                Claim(
+                    job=job, token=_text(token), ready_at=float(ready_at), suspect=suspect == b"1"
+                )
+            )
         return claims
 
-    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
+    async def claim(
+        self, max_jobs: int, *, lease: float, block: float, alone: bool = False
+    ) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
 
         Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty; that
@@ -515,8 +522,9 @@ class RedisBackend:
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         limit = "" if self._max_deliveries is None else self._max_deliveries
+        solo = "1" if alone else ""
         schedulings = self._schedulings
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, solo))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
@@ -526,7 +534,7 @@ class RedisBackend:
             if schedulings == self._schedulings:
                 with trio.move_on_after(block):
                     await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, solo))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -535,7 +543,7 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            rows = await self._run("claim", max_jobs, lease, ttl, limit, element)
+            rows = await self._run("claim", max_jobs, lease, ttl, limit, "", element)
             return await self._claims(rows)
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 

@@ -63,6 +63,8 @@ class RedisKeys:
     """Counter for claim tokens."""
     config: str
     """Hash of the settings every user of the queue must share (capacity, mode, key TTL)."""
+    suspects: str
+    """List of jobs held by dying workers more than once; each is claimed alone."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
 
@@ -90,6 +92,7 @@ class RedisKeys:
             stats=f"{queue}.stats",
             sequence=f"{queue}.seq",
             config=f"{queue}.config",
+            suspects=f"{queue}.suspects",
             job_prefix=f"{queue}.job:",
         )
         keys.check_one_slot()

@@ -1,11 +1,13 @@
 -- Claim up to ARGV[8] ready jobs for ARGV[9] seconds; ARGV[10]: the claims set's
--- lifetime ('' = none); ARGV[11]: most deliveries of one job ('' = no limit).
--- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
+-- lifetime ('' = none); ARGV[11]: most deliveries of one job ('' = no limit);
+-- ARGV[12]: '1' when the pool holds nothing (only then may it take a suspect, alone).
+-- ARGV[13], if given, is an element a blocking BLMOVE already moved to the
 -- processing list: it is claimed first.
+-- Returns rows {id, payload, attempts, token, ready at, '1' for a suspect}.
 -- A reliable claim keeps the job in the processing list until its outcome; a simple
 -- claim takes it off every list (the claims set still holds its lease).
 local max, lease, ttl = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
+local max_deliveries, alone, given = tonumber(ARGV[11]), ARGV[12] == '1', ARGV[13]
 local out = {}
 
 local function take(element)
@@ -62,7 +64,28 @@ local function take(element)
   if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
   if SIMPLE then redis.call('LREM', K_PROC, 1, MARK .. id) end
   local rec = redis.call('HMGET', key, 'p', 'a', 'r')
-  out[#out + 1] = {id, rec[1], rec[2], token, rec[3]}
+  out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0'}
+end
+
+local function expire_claims_set()
+  if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
+    -- never shorter than a lease: live claims must outlive their renewal period
+    redis.call('EXPIRE', K_CLAIMS, math.ceil(math.max(ttl, 2 * lease)))
+  end
+end
+
+if alone and not given then
+  while #out == 0 do  -- a suspect dead-lettered for max_deliveries makes room for the next
+    local id = redis.call('RPOP', K_SUS)
+    if not id then break end
+    if not SIMPLE then redis.call('LPUSH', K_PROC, MARK .. id) end
+    take(MARK .. id)
+  end
+  if #out > 0 then
+    out[1][6] = '1'
+    expire_claims_set()
+    return out
+  end
 end
 
 if given then
@@ -80,8 +103,5 @@ while #out < max do
   take(element)
 end
 fill()
-if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
-  -- never shorter than a lease: live claims must outlive their renewal period
-  redis.call('EXPIRE', K_CLAIMS, math.ceil(math.max(ttl, 2 * lease)))
-end
+expire_claims_set()
 return out

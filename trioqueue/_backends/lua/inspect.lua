@@ -9,7 +9,8 @@ for _, member in ipairs(redis.call('ZRANGE', K_CLAIMS, 0, -1)) do
   end
 end
 return {
-  redis.call('LLEN', K_READY), redis.call('LLEN', K_UNQ), redis.call('LLEN', K_PROC),
+  redis.call('LLEN', K_READY), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
+  redis.call('LLEN', K_PROC),
   redis.call('ZCARD', K_CLAIMS), oldest and stamp(NOW - oldest) or '',
   redis.call('LLEN', K_DEAD), redis.call('ZCARD', K_FIN),
 }

@@ -1,10 +1,13 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
--- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config
+-- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
+--       suspects
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then the script's own from ARGV[8].
 local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- jobs a dead worker held that had been delivered before: each runs alone
+local K_SUS = KEYS[10]
 local PREFIX = ARGV[1]
 local NOW
 if ARGV[2] ~= '' then
@@ -109,14 +112,20 @@ end
 -- Return a claimed, unfinished job to the queue without counting an attempt: next
 -- in line when a live pool gave it back (front), else at the back, so that the jobs
 -- of a crashed worker spread out instead of crashing the next one together.
-local function putback(id, front)
+-- suspect: put it among the suspects instead, which only an idle pool claims, alone.
+local function putback(id, front, suspect)
   local key = jobkey(id)
   unclaim(id)
   if redis.call('HGET', key, 's') == 'processing' then
     local attempts = tonumber(redis.call('HGET', key, 'a'))
     redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
   end
-  schedule(id, front)
+  if suspect then
+    redis.call('LPUSH', K_SUS, id)
+    redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
+  else
+    schedule(id, front)
+  end
 end
 
 -- Delete a record the retention lets go, unless it is no longer finished (its TTL

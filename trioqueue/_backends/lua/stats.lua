@@ -17,6 +17,7 @@ for _, element in ipairs(processing) do
 end
 return {
   redis.call('HGETALL', K_STATS),
-  {redis.call('LLEN', K_READY), redis.call('LLEN', K_UNQ), #processing - retrying, retrying,
+  {redis.call('LLEN', K_READY), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
+   #processing - retrying, retrying,
    redis.call('LLEN', K_DEAD)},
 }

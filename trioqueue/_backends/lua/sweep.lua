@@ -30,7 +30,9 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
   elseif SIMPLE and redis.call('HGET', jobkey(id), 's') == 'processing' then
     abandon(id)  -- its handler may have run
   else
-    putback(id)
+    -- a second delivery that died too: the job may be what kills its workers, so it
+    -- runs alone from now on, and cannot take other jobs down with it
+    putback(id, false, tonumber(redis.call('HGET', jobkey(id), 'd') or '0') >= 2)
     recovered = recovered + 1
   end
 end
