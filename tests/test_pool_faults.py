@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -267,3 +268,40 @@ async def test_a_bad_grace_names_shutdown(grace):
     async with trioqueue.open_worker_pool(trioqueue.MemoryBackend(), lambda job: None) as pool:  # type: ignore[arg-type,return-value]
         with pytest.raises(ConfigurationError, match=r"WorkerPool.shutdown\(grace="):
             await pool.shutdown(grace)
+
+
+class MarksSuspects:
+    """A MemoryBackend that hands out job "s" as a suspect (as Redis does after crashes)."""
+
+    def __init__(self, inner: trioqueue.MemoryBackend) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[trioqueue.Claim]:
+        # one at a time, so the suspect comes alone, as Redis hands it out
+        claims = await self.inner.claim(1, lease=lease, block=block)
+        return [attrs.evolve(c, suspect=True) if c.job.id == "s" else c for c in claims]
+
+
+async def test_a_suspect_runs_with_no_other_handler_beside_it(autojump_clock):
+    backend = MarksSuspects(trioqueue.MemoryBackend(capacity=10))
+    running: set[str] = set()
+    beside_suspect: list[set[str]] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        running.add(job.id)
+        if job.id == "s":
+            beside_suspect.append(set(running) - {"s"})
+        elif "s" in running:
+            beside_suspect.append({job.id})
+        await trio.sleep(1 if job.id == "s" else 2)
+        running.discard(job.id)
+
+    async with trioqueue.open_worker_pool(backend, handler, workers=4, prefetch=4) as pool:  # type: ignore[arg-type]
+        for job_id in ("a", "b", "s", "c", "d"):
+            await Queue(backend).enqueue(job_id, id=job_id)  # type: ignore[arg-type]
+        del pool
+    assert beside_suspect == [set()]  # nothing ran beside it, before or after it started
+    assert (await backend.stats()).succeeded == 5

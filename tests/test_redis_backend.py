@@ -446,10 +446,10 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         queue = Queue(backend)
         await queue.enqueue("poison", id="P")
         for _ in range(3):  # each worker that takes it dies: the lease runs out
-            [claim] = await backend.claim(1, lease=5, block=0, alone=True)
+            [claim] = await backend.claim(1, lease=5, block=0)
             clock["now"] += 6
             assert (await backend.sweep()).recovered == 1
-        assert await backend.claim(1, lease=5, block=0, alone=True) == []  # the fourth is refused
+        assert await backend.claim(1, lease=5, block=0) == []  # the fourth is refused
         [dead] = await backend.dead_letters()
         assert dead.id == "P"
         assert "delivered 3 times (max_deliveries)" in (dead.reason or "")
@@ -458,7 +458,7 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         assert stats.conserved
         # requeued by hand, it has its deliveries back
         await queue.requeue_dead("P")
-        [claim] = await backend.claim(1, lease=5, block=0, alone=True)
+        [claim] = await backend.claim(1, lease=5, block=0)
         assert await backend.ack(claim)
 
 
@@ -602,7 +602,7 @@ async def test_a_job_twice_held_by_dying_workers_runs_alone(redis_server: RedisS
         for name in ("poison", "neighbour", "later"):
             await queue.enqueue(name, id=name)
         for _ in range(2):  # a worker claims both, dies; the sweeper recovers them
-            claims = await backend.claim(2, lease=5, block=0, alone=True)
+            claims = await backend.claim(2, lease=5, block=0)
             assert sorted(c.job.id for c in claims) in (
                 ["neighbour", "poison"],
                 ["later", "neighbour"],
@@ -614,14 +614,10 @@ async def test_a_job_twice_held_by_dying_workers_runs_alone(redis_server: RedisS
         info = await backend.inspect()
         assert info.stored >= 1  # the twice-delivered ones wait among the suspects
         assert await backend.pending() == 3
-        busy = await backend.claim(5, lease=5, block=0, alone=False)
-        assert not any(c.suspect for c in busy)  # a busy pool never gets a suspect
-        for claim in busy:
-            assert await backend.ack(claim)
-        [suspect] = await backend.claim(5, lease=5, block=0, alone=True)
-        assert suspect.suspect  # one, alone
+        [suspect] = await backend.claim(5, lease=5, block=0)
+        assert suspect.suspect  # first, and alone
         assert await backend.ack(suspect)
-        while claims := await backend.claim(5, lease=5, block=0, alone=True):
+        while claims := await backend.claim(5, lease=5, block=0):
             for claim in claims:
                 assert await backend.ack(claim)
         stats = await backend.stats()

@@ -106,7 +106,8 @@ class Claim:
     """When the job last became ready, on the backend's clock."""
     suspect: bool = False
     """A job that was held by workers that died, more than once: it may be what kills
-    them. The pool runs it alone, claiming nothing more until it is done."""
+    them. A suspect comes alone; the pool starts it once no other handler runs, and
+    claims nothing more until it is done."""
 
 
 @attrs.frozen
@@ -166,15 +167,12 @@ class Backend(Protocol):
         """
         ...
 
-    async def claim(
-        self, max_jobs: int, *, lease: float, block: float, alone: bool = False
-    ) -> list[Claim]:
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs, waiting up to *block* seconds for the first.
 
         Each claim holds for *lease* seconds unless renewed. May return fewer
         jobs, or none, early: in particular when the backend becomes idle.
-        *alone*: the caller holds no other job, so it may be given a suspect
-        (`Claim.suspect`), which then comes alone.
+        A suspect (`Claim.suspect`) always comes alone.
         """
         ...
 

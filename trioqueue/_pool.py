@@ -240,7 +240,7 @@ class WorkerPool:
             # drain check runs at once
             with trio.CancelScope() as self._claim_wait:
                 claims = await self._backend.claim(
-                    want, lease=config.lease, block=config.poll_interval, alone=not self._held
+                    want, lease=config.lease, block=config.poll_interval
                 )
             self._claim_wait = None
             for claim in claims:
@@ -288,6 +288,8 @@ class WorkerPool:
     async def _work(self) -> None:
         async for claim in self._receive:
             try:
+                while claim.suspect and self._running and not self._stopping:
+                    await self._running_changed.park()  # it runs alone: let the others end
                 if not self._stopping:
                     await self._attempt(claim)
                 # when stopping, the claim stays held and is released at the end

@@ -321,9 +321,7 @@ class MemoryBackend:
 
     # --- worker side -----------------------------------------------------------------
 
-    async def claim(
-        self, max_jobs: int, *, lease: float, block: float, alone: bool = False
-    ) -> list[Claim]:
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
 
         No job is ever a suspect: the workers of one process cannot die one at a time.

@@ -511,9 +511,7 @@ class RedisBackend:
             )
         return claims
 
-    async def claim(
-        self, max_jobs: int, *, lease: float, block: float, alone: bool = False
-    ) -> list[Claim]:
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
 
         Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty; that
@@ -522,9 +520,8 @@ class RedisBackend:
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         limit = "" if self._max_deliveries is None else self._max_deliveries
-        solo = "1" if alone else ""
         schedulings = self._schedulings
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, solo))
+        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         if claims or block <= 0:
             return claims
         if self._clock is not None:
@@ -534,7 +531,7 @@ class RedisBackend:
             if schedulings == self._schedulings:
                 with trio.move_on_after(block):
                     await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, solo))
+            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         client, keys = self._require_client(), self._keys
         deadline = trio.current_time() + block + _IO_TIMEOUT
         with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
@@ -543,7 +540,7 @@ class RedisBackend:
             )
             if element is None:
                 return []
-            rows = await self._run("claim", max_jobs, lease, ttl, limit, "", element)
+            rows = await self._run("claim", max_jobs, lease, ttl, limit, element)
             return await self._claims(rows)
         return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
 

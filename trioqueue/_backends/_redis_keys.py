@@ -64,7 +64,7 @@ class RedisKeys:
     config: str
     """Hash of the settings every user of the queue must share (capacity, mode, key TTL)."""
     suspects: str
-    """List of jobs held by dying workers more than once; each is claimed alone."""
+    """List of jobs held by dying workers more than once; each is claimed alone, first."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
 

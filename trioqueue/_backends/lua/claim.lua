@@ -1,13 +1,13 @@
 -- Claim up to ARGV[8] ready jobs for ARGV[9] seconds; ARGV[10]: the claims set's
--- lifetime ('' = none); ARGV[11]: most deliveries of one job ('' = no limit);
--- ARGV[12]: '1' when the pool holds nothing (only then may it take a suspect, alone).
--- ARGV[13], if given, is an element a blocking BLMOVE already moved to the
--- processing list: it is claimed first.
+-- lifetime ('' = none); ARGV[11]: most deliveries of one job ('' = no limit).
+-- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
+-- processing list: it is claimed first. A suspect is claimed before anything else,
+-- and alone: the pool runs it once its other handlers are done.
 -- Returns rows {id, payload, attempts, token, ready at, '1' for a suspect}.
 -- A reliable claim keeps the job in the processing list until its outcome; a simple
 -- claim takes it off every list (the claims set still holds its lease).
 local max, lease, ttl = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-local max_deliveries, alone, given = tonumber(ARGV[11]), ARGV[12] == '1', ARGV[13]
+local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
 
 local function take(element)
@@ -74,7 +74,7 @@ local function expire_claims_set()
   end
 end
 
-if alone and not given then
+if not given then
   while #out == 0 do  -- a suspect dead-lettered for max_deliveries makes room for the next
     local id = redis.call('RPOP', K_SUS)
     if not id then break end

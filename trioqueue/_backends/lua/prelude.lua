@@ -112,7 +112,7 @@ end
 -- Return a claimed, unfinished job to the queue without counting an attempt: next
 -- in line when a live pool gave it back (front), else at the back, so that the jobs
 -- of a crashed worker spread out instead of crashing the next one together.
--- suspect: put it among the suspects instead, which only an idle pool claims, alone.
+-- suspect: put it among the suspects instead, each of which is claimed alone.
 local function putback(id, front, suspect)
   local key = jobkey(id)
   unclaim(id)
