@@ -26,6 +26,7 @@ TIERS = {
     "_backends._redis_scripts": 3,
     "_backends._redis_missing": 3,
     "_backends._redis": 3,
+    "_backends._redis_connection": 3,
     "_queue": 4,
     "_maintenance": 4,
     "_pool": 4,

@@ -10,11 +10,9 @@ so a crash between the two cannot strand a job.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import trio
@@ -29,27 +27,22 @@ from .._backend import (
     checked_retention,
 )
 from .._exceptions import (
-    BackendUnavailable,
     ConfigurationError,
     IdempotencyConflict,
     JobNotFound,
     QueueFull,
-    TrioqueueError,
 )
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
-from .._records import ErrorInfo, Job, JobRecord, JobState, Retention
+from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
+from ._redis_connection import IO_TIMEOUT, RedisConnection, decode_record, redacted, text
 from ._redis_keys import RedisKeys
-from ._redis_scripts import load_sources
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
 
 try:
-    import coredis
-    import coredis.exceptions
-    from coredis.retry import NoRetryPolicy
     from coredis.tokens import PureToken
 except ImportError as exc:  # pragma: no cover - exercised without the extra only
     raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
@@ -58,31 +51,8 @@ __all__ = ["RedisBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
-_IO_TIMEOUT: Final = 10.0  # longest wait for one script's reply
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
-_UNREACHABLE: Final = (
-    coredis.exceptions.ConnectionError,  # includes BusyLoadingError while a restart loads
-    coredis.exceptions.ClusterDownError,
-    coredis.exceptions.TryAgainError,
-    OSError,
-)
-
-
-def _text(value: bytes | str | None) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _redacted(url: str) -> str:
-    """*url* without its password: ``redis://user:***@host:port/db``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:" if parts.username else ":"
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
 
 
 def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
@@ -92,30 +62,6 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
         raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds")
     if value <= 0:
         raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds > 0")
-
-
-def _record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
-    def get(name: str) -> str:
-        return _text(fields.get(name.encode()))
-
-    error = ErrorInfo(type=get("et"), message=get("em")) if get("et") else None
-    raw = fields[b"p"]
-    try:
-        payload: Any = json.loads(raw)
-    except ValueError:  # a dead letter that never decoded: keep its bytes
-        payload = raw
-    return JobRecord(
-        id=job_id,
-        payload=payload,
-        payload_hash=get("h"),
-        state=JobState(get("s")),
-        attempts=int(get("a") or 0),
-        queued=get("q") == "1",
-        created_at=float(get("c") or 0),
-        updated_at=float(get("u") or get("c") or 0),
-        last_error=error,
-        reason=get("w") or None,
-    )
 
 
 @final
@@ -235,7 +181,7 @@ class RedisBackend:
             )
         self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
-        self._where = _redacted(url)  # for messages and logs: never the password
+        self._where = redacted(url)  # for messages and logs: never the password
         self._capacity = capacity
         self._min_idle = float(min_idle)
         self._recovery_ttl = recovery_ttl
@@ -244,9 +190,7 @@ class RedisBackend:
         self._mode = "reliable" if reliable else "simple"
         self._key_ttl = key_ttl
         self._max_deliveries = max_deliveries
-        self._client: coredis.Redis[bytes] | None = None
-        self._scripts: dict[str, Any] = {}
-        self._exit: contextlib.AsyncExitStack | None = None
+        self._conn = RedisConnection(url, self._keys, self._head)
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         self._scheduled_here = trio.lowlevel.ParkingLot()  # wakes test-clock claims
@@ -259,22 +203,11 @@ class RedisBackend:
         return f"<trioqueue.RedisBackend {self._mode} queue={queue!r} url={where!r}>"
 
     async def __aenter__(self) -> Self:
-        # no silent re-sends: a script whose reply was lost may have run, and the pool
-        # decides what to do about that, not the client
-        client: coredis.Redis[bytes] = coredis.Redis.from_url(
-            self._url, decode_responses=False, retry_policy=NoRetryPolicy()
-        )
-        stack = contextlib.AsyncExitStack()
-        await stack.enter_async_context(client)
-        self._client = client
-        self._scripts = {name: client.register_script(src) for name, src in load_sources().items()}
-        self._exit = stack
+        await self._conn.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        stack, self._exit, self._client = self._exit, None, None
-        if stack is not None:
-            await stack.aclose()
+        await self._conn.close()
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -320,27 +253,10 @@ class RedisBackend:
     def _cached_gauges(self) -> Gauges:
         return self._gauges
 
-    @contextlib.contextmanager
-    def _reachable(self) -> Iterator[None]:
-        """Turn the client's connection errors into `BackendUnavailable`."""
-        try:
-            yield
-        except _UNREACHABLE as exc:
-            detail = (str(exc) or type(exc).__name__).replace(self._url, self._where)
-            raise BackendUnavailable(self._where, detail) from exc
-
-    def _require_client(self) -> coredis.Redis[bytes]:
-        if self._client is None:
-            raise TrioqueueError(
-                "the RedisBackend is not connected: use it as `async with backend:` "
-                "around the pools and queues that use it"
-            )
-        return self._client
-
-    async def _run(self, name: str, *args: str | bytes | float) -> Any:
-        self._require_client()
+    def _head(self) -> list[str | bytes | float]:
+        """The arguments every script takes first (see ``lua/prelude.lua``)."""
         retention = self._retention
-        head: list[str | bytes | float] = [
+        return [
             self._keys.job_prefix,
             "" if self._clock is None else repr(self._clock()),
             self._capacity,
@@ -349,40 +265,9 @@ class RedisBackend:
             self._mode,
             "" if self._key_ttl is None else repr(float(self._key_ttl)),
         ]
-        keys = self._keys
-        # A script that was sent may have run even if its reply never came back: once
-        # sent, wait for the reply (bounded), so a cancellation never hides a change.
-        deadline = trio.current_time() + _IO_TIMEOUT
-        with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
-            try:
-                return await self._scripts[name](
-                    keys=[
-                        keys.ready,
-                        keys.processing,
-                        keys.claims,
-                        keys.dead,
-                        keys.unqueued,
-                        keys.finished,
-                        keys.stats,
-                        keys.sequence,
-                        keys.config,
-                        keys.suspects,
-                    ],
-                    args=[*head, *args],
-                )
-            except coredis.exceptions.ResponseError as exc:
-                _, marker, detail = str(exc).partition("TRIOQUEUE_CONFIG ")
-                if not marker:
-                    raise
-                raise ConfigurationError(
-                    f"queue {keys.ready!r} is set up with {detail} by the processes already "
-                    "using it; every user of a queue must give it the same capacity, mode "
-                    "(reliable or simple) and key_ttl. Pass the same, or, to change them, stop "
-                    f"every user of the queue and delete the key {keys.config!r}"
-                ) from None
-        raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
-            self._where, f"no reply to the {name} script within {_IO_TIMEOUT}s"
-        )
+
+    async def _run(self, name: str, *args: str | bytes | float) -> Any:
+        return await self._conn.run(name, *args)
 
     # --- producer side ----------------------------------------------------------------
 
@@ -402,7 +287,7 @@ class RedisBackend:
                 return Receipt(id=job.id, deduplicated=True, queued=detail == b"1")
             if status == b"conflict":
                 self._metrics.conflicts += 1
-                raise IdempotencyConflict(job.id, _text(detail), job.payload_hash)
+                raise IdempotencyConflict(job.id, text(detail), job.payload_hash)
             if mode is AddMode.NOWAIT:
                 raise QueueFull(self._capacity)
             await trio.sleep(pause)  # full: nothing accepted if cancelled here
@@ -410,14 +295,14 @@ class RedisBackend:
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
-        with self._reachable():
-            fields = await self._require_client().hgetall(self._keys.job_prefix + job_id)
-        return _record(job_id, fields) if fields else None
+        with self._conn.reachable():
+            fields = await self._conn.client.hgetall(self._keys.job_prefix + job_id)
+        return decode_record(job_id, fields) if fields else None
 
     async def pending(self) -> int:
         """Jobs accepted and not finished: ready, stored, or claimed."""
-        client, keys = self._require_client(), self._keys
-        with self._reachable():
+        client, keys = self._conn.client, self._keys
+        with self._conn.reachable():
             async with client.pipeline(transaction=True) as pipe:
                 parts = [pipe.llen(keys.ready), pipe.llen(keys.unqueued), pipe.llen(keys.suspects)]
                 if self._mode == "simple":  # claimed jobs are in the claims set only
@@ -428,13 +313,13 @@ class RedisBackend:
 
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""
-        client = self._require_client()
-        with self._reachable():
-            ids = [_text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
+        client = self._conn.client
+        with self._conn.reachable():
+            ids = [text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
             async with client.pipeline(transaction=False) as pipe:
                 reads = [pipe.hgetall(self._keys.job_prefix + job_id) for job_id in ids]
             found = [(job_id, await read) for job_id, read in zip(ids, reads, strict=True)]
-        return [_record(job_id, fields) for job_id, fields in found if fields]
+        return [decode_record(job_id, fields) for job_id, fields in found if fields]
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
@@ -453,7 +338,7 @@ class RedisBackend:
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
         counters, gauges = await self._run("stats")
-        values = {_text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
+        values = {text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
         depth, unqueued, inflight, retrying, dead = (int(g) for g in gauges)
         self._gauges = Gauges(
             queue_depth=depth,
@@ -498,16 +383,14 @@ class RedisBackend:
             try:
                 decoded = json.loads(payload)
             except ValueError as exc:
-                job = Job(id=_text(job_id), payload=None, attempt=int(attempts) + 1)
-                poison = Claim(job=job, token=_text(token), ready_at=float(ready_at))
+                job = Job(id=text(job_id), payload=None, attempt=int(attempts) + 1)
+                poison = Claim(job=job, token=text(token), ready_at=float(ready_at))
                 reason = f"undecodable record: not JSON ({exc})"
                 await self._settle(poison, "dead", None, reason)
                 continue
-            job = Job(id=_text(job_id), payload=decoded, attempt=int(attempts) + 1)
+            job = Job(id=text(job_id), payload=decoded, attempt=int(attempts) + 1)
             claims.append(
-                Claim(
-                    job=job, token=_text(token), ready_at=float(ready_at), suspect=suspect == b"1"
-                )
+                Claim(job=job, token=text(token), ready_at=float(ready_at), suspect=suspect == b"1")
             )
         return claims
 
@@ -532,9 +415,9 @@ class RedisBackend:
                 with trio.move_on_after(block):
                     await self._scheduled_here.park()
             return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
-        client, keys = self._require_client(), self._keys
-        deadline = trio.current_time() + block + _IO_TIMEOUT
-        with trio.CancelScope(shield=True, deadline=deadline), self._reachable():
+        client, keys = self._conn.client, self._keys
+        deadline = trio.current_time() + block + IO_TIMEOUT
+        with trio.CancelScope(shield=True, deadline=deadline), self._conn.reachable():
             element = await client.blmove(
                 keys.ready, keys.processing, PureToken.RIGHT, PureToken.LEFT, block
             )
