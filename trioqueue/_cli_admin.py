@@ -107,9 +107,9 @@ async def run_enqueue(args: argparse.Namespace) -> int:
                     state = "already there" if receipt.deduplicated else "enqueued"
                     print(f"{receipt.id} {state}")
         except BaseException:  # interrupted, or Redis went away: say how far it got
-            if args.json is not None:
-                raise  # one job: the error says it all
             done = accepted + deduplicated + conflicts
+            if args.json is not None or not done:
+                raise  # nothing sent yet, or one job: the error says it all
             print(
                 f"stopped after {done} of {len(jobs)} jobs: accepted {accepted}, deduplicated "
                 f"{deduplicated}, conflicts {conflicts}; jobs with ids can be sent again safely",
