@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``nox -s lint``, ``nox -s typecheck``, ``nox -s chaos``."""
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -49,3 +49,17 @@ def chaos(session: nox.Session) -> None:
     session.install(".[redis]")
     install_group(session, "test")
     session.run("python", "tests/chaos.py", "--deadline", "170", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """trioqueue's own benchmarks, as ratios measured side by side in one run.
+
+    Memory-backend throughput against a bare Trio channel, peak memory after 100k
+    and 1M jobs, and one Redis worker process against a bare BLMOVE+LREM loop.
+    The comparison with other job queues is still to come (the benchmark issue).
+    """
+    session.install(".[redis]")
+    install_group(session, "test")  # the private Redis server the tests use
+    for script in ("memory_throughput.py", "memory_rss.py", "redis_throughput.py"):
+        session.run("python", f"benchmarks/{script}")
