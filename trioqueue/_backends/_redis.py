@@ -36,7 +36,7 @@ from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
-from ._redis_connection import IO_TIMEOUT, RedisConnection, decode_record, redacted, text
+from ._redis_connection import IO_TIMEOUT, RedisConnection, decode_record, text
 from ._redis_keys import RedisKeys
 
 if TYPE_CHECKING:
@@ -181,7 +181,6 @@ class RedisBackend:
             )
         self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
-        self._where = redacted(url)  # for messages and logs: never the password
         self._capacity = capacity
         self._min_idle = float(min_idle)
         self._recovery_ttl = recovery_ttl
@@ -199,7 +198,7 @@ class RedisBackend:
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
     def __repr__(self) -> str:
-        queue, where = self._keys.ready, self._where
+        queue, where = self._keys.ready, self._conn.where  # never the password
         return f"<trioqueue.RedisBackend {self._mode} queue={queue!r} url={where!r}>"
 
     async def __aenter__(self) -> Self:
