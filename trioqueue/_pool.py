@@ -229,13 +229,13 @@ class WorkerPool:
         if await self._drained():
             return False
         await self._slots.acquire()  # a worker or a prefetch place is free
-        want = 1
-        while want < config.batch_size and self._try_take_slot():
-            want += 1
         claims: list[Claim] = []
         try:
             if await self._drained():
                 return False
+            # only this task takes places, so the free ones stay free until taken below
+            # (taking them all first and giving back the unused cost more than the jobs)
+            want = min(config.batch_size, 1 + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
             # drain check runs at once
             with trio.CancelScope() as self._claim_wait:
@@ -246,10 +246,15 @@ class WorkerPool:
             for claim in claims:
                 self._held[claim.token] = claim
         finally:
-            for _ in range(want - len(claims)):
+            if not claims:
                 self._slots.release()
+        for _ in range(len(claims) - 1):
+            self._slots.acquire_nowait()  # free since `want` was read: cannot block
         for claim in claims:
-            await self._send.send(claim)
+            try:
+                self._send.send_nowait(claim)  # claim() checkpointed: no yield per job
+            except trio.WouldBlock:
+                await self._send.send(claim)
         for claim in claims:
             # a job that may be killing its workers runs alone: it takes nothing down with it
             while claim.suspect and claim.token in self._held:
@@ -278,50 +283,52 @@ class WorkerPool:
                     return True
         return False
 
-    def _try_take_slot(self) -> bool:
-        try:
-            self._slots.acquire_nowait()
-        except trio.WouldBlock:
-            return False
-        return True
-
     async def _work(self) -> None:
-        async for claim in self._receive:
-            try:
-                while claim.suspect and self._running and not self._stopping:
-                    await self._running_changed.park()  # it runs alone: let the others end
-                if not self._stopping:
-                    await self._attempt(claim)
-                # when stopping, the claim stays held and is released at the end
-            finally:
-                self._slots.release()
+        # one scope per worker, not per attempt (entering a scope costs as much as a no-op
+        # job): shutdown cancels it once the grace is over, which ends this worker
+        with trio.CancelScope() as scope:
+            async for claim in self._receive:
+                try:
+                    while claim.suspect and self._running and not self._stopping:
+                        await self._running_changed.park()  # it runs alone: let others end
+                    if not self._stopping:
+                        await self._attempt(claim, scope)
+                    # when stopping, the claim stays held and is released at the end
+                finally:
+                    self._slots.release()
 
-    async def _attempt(self, claim: Claim) -> None:
+    async def _attempt(self, claim: Claim, scope: trio.CancelScope) -> None:
+        """Run one attempt in the worker's *scope*, then report its outcome."""
         backend, job = self._backend, claim.job
         metrics = backend.metrics
         metrics.queue_wait.observe(backend.now() - claim.ready_at)
         error: Exception | None = None
-        with trio.CancelScope() as scope:
-            self._running[claim.token] = scope
-            self._unsettled.add(claim.token)
-            started = trio.current_time()
-            try:
-                if self._config.handler_timeout is None:
+        self._running[claim.token] = scope
+        self._unsettled.add(claim.token)
+        started = trio.current_time()
+        ended = False
+        try:
+            if self._config.handler_timeout is None:
+                await self._run_handler(job)
+            else:
+                with trio.move_on_after(self._config.handler_timeout) as timer:
                     await self._run_handler(job)
-                else:
-                    with trio.move_on_after(self._config.handler_timeout) as timer:
-                        await self._run_handler(job)
-                    if timer.cancelled_caught:
-                        error = TimeoutError(
-                            f"the handler ran longer than handler_timeout="
-                            f"{self._config.handler_timeout}s"
-                        )
-            except Exception as exc:
-                error = exc
-            finally:
-                del self._running[claim.token]
+                if timer.cancelled_caught:
+                    error = TimeoutError(
+                        f"the handler ran longer than handler_timeout="
+                        f"{self._config.handler_timeout}s"
+                    )
+            ended = True
+        except Exception as exc:
+            error = exc
+            ended = True
+        finally:
+            del self._running[claim.token]
+            if self._running_changed:
                 self._running_changed.unpark_all()
-        if scope.cancel_called and (scope.cancelled_caught or error is not None):
+            if not ended and scope.cancel_called:
+                self._cancelled += 1  # Cancelled goes on up to the worker's scope
+        if scope.cancel_called and error is not None:
             self._cancelled += 1
             return  # cancelled by shutdown: not an attempt; released at the end
         if self._stopping:
@@ -413,7 +420,8 @@ class WorkerPool:
         """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
         self._held.pop(claim.token, None)
         self._unsettled.discard(claim.token)
-        self._settled.unpark_all()
+        if self._settled:
+            self._settled.unpark_all()
         if self._producer_finished and not self._held and self._claim_wait is not None:
             self._claim_wait.cancel()
 
