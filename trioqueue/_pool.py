@@ -40,6 +40,7 @@ __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
+_DRAIN_POLL = 0.05  # longest wait in one claim once the producer is finished
 _OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
 _INTERRUPTED = (
     "its handler was interrupted (the pool stopped) and this queue never runs a job twice; "
@@ -238,10 +239,13 @@ class WorkerPool:
             want = min(config.batch_size, 1 + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
             # drain check runs at once
+            block = config.poll_interval
+            if self._producer_finished:
+                # a backend may not cut its wait short when cancelled (Redis's BLMOVE is
+                # shielded): poll briefly, so the pool stops soon after the last outcome
+                block = min(block, _DRAIN_POLL)
             with trio.CancelScope() as self._claim_wait:
-                claims = await self._backend.claim(
-                    want, lease=config.lease, block=config.poll_interval
-                )
+                claims = await self._backend.claim(want, lease=config.lease, block=block)
             self._claim_wait = None
             for claim in claims:
                 self._held[claim.token] = claim
