@@ -229,14 +229,21 @@ class WorkerPool:
         config = self._config
         if await self._drained():
             return False
-        await self._slots.acquire()  # a worker or a prefetch place is free
+        taken = 0  # places this call holds
         claims: list[Claim] = []
         try:
+            await self._slots.acquire()  # a worker or a prefetch place is free
+            taken = 1
+            # while the workers still have prefetched jobs, gather more places first: one
+            # claim then carries more jobs (and their outcomes share round trips), and no
+            # worker waits meanwhile; each place freed wakes this to check again
+            while taken < config.batch_size and self._send.statistics().current_buffer_used:
+                await self._slots.acquire()
+                taken += 1
             if await self._drained():
                 return False
             # only this task takes places, so the free ones stay free until taken below
-            # (taking them all first and giving back the unused cost more than the jobs)
-            want = min(config.batch_size, 1 + self._slots.value)
+            want = min(config.batch_size, taken + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
             # drain check runs at once
             block = config.poll_interval
@@ -250,9 +257,9 @@ class WorkerPool:
             for claim in claims:
                 self._held[claim.token] = claim
         finally:
-            if not claims:
+            for _ in range(taken - len(claims)):
                 self._slots.release()
-        for _ in range(len(claims) - 1):
+        for _ in range(len(claims) - taken):
             self._slots.acquire_nowait()  # free since `want` was read: cannot block
         for claim in claims:
             try:
