@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos`` and ``bench``."""
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos``, ``bench`` and ``bench_peers``."""
 
 from __future__ import annotations
 
@@ -53,13 +53,29 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """trioqueue's own benchmarks, as ratios measured side by side in one run.
+    """trioqueue's own benchmarks, each against its floor, measured side by side in one run.
 
-    Memory-backend throughput against a bare Trio channel, peak memory after 100k
-    and 1M jobs, and one Redis worker process against a bare BLMOVE+LREM loop.
-    The comparison with other job queues is still to come (the benchmark issue).
+    Memory backend against a bare Trio channel, peak RSS after 100k and 1M jobs,
+    Redis throughput and latency against a bare BLMOVE+LREM loop, and fail rate x
+    capacity. Writes benchmarks/results/bench.{json,md} and the plot. About 5 minutes;
+    ``nox -s bench -- --quick`` checks the script in one.
     """
     session.install(".[redis]")
     install_group(session, "test")  # the private Redis server the tests use
-    for script in ("memory_throughput.py", "memory_rss.py", "redis_throughput.py"):
-        session.run("python", f"benchmarks/{script}")
+    install_group(session, "bench")
+    session.run("python", "benchmarks/bench.py", *session.posargs)
+
+
+@nox.session
+def bench_peers(session: nox.Session) -> None:
+    """trioqueue against saq, taskiq, dramatiq, arq and streaQ on one private Redis.
+
+    Installs the peers (pinned in the ``peers`` dependency group) in this
+    session's own environment. Writes benchmarks/results/peers.{json,md} and the
+    plots. About 15 minutes; ``-- --rounds 1`` for a quicker look.
+    """
+    session.install(".[redis]")
+    install_group(session, "test")
+    install_group(session, "bench")
+    install_group(session, "peers")
+    session.run("python", "benchmarks/peers.py", *session.posargs)

@@ -1,6 +1,6 @@
 """Peak memory of the memory backend after 100k and after 1M jobs (default retention).
 
-    python benchmarks/memory_rss.py [--jobs 1000000]
+    python benchmarks/memory_rss.py [--jobs 1000000] [--json]
 
 Runs no-op jobs through MemoryBackend + open_worker_pool and prints the peak RSS
 at each mark and their ratio (target: 1M <= 1.2 x 100k): with a retention of
@@ -10,6 +10,7 @@ at each mark and their ratio (target: 1M <= 1.2 x 100k): with a retention of
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import sys
 
@@ -45,8 +46,12 @@ async def run(jobs: int) -> dict[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=MARKS[-1])
+    parser.add_argument("--json", action="store_true", help="print the peaks as JSON")
     args = parser.parse_args()
     peaks = trio.run(run, args.jobs)
+    if args.json:
+        print(json.dumps({str(mark): peak for mark, peak in peaks.items()}))
+        return
     for mark, peak in peaks.items():
         print(f"peak RSS after {mark:,} jobs: {peak:.1f} MiB")
     if len(peaks) == len(MARKS):

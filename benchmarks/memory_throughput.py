@@ -13,29 +13,9 @@ import statistics
 import time
 
 import trio
+from floors import bare_channel
 
 import trioqueue
-
-
-async def bare_channel(jobs: int, workers: int) -> float:
-    """Items/s through one memory channel with *workers* consumer tasks: the floor."""
-    send, receive = trio.open_memory_channel[dict[str, int]](64)
-    done = 0
-
-    async def consume() -> None:
-        nonlocal done
-        async for _ in receive:
-            done += 1
-
-    start = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for _ in range(workers):
-            nursery.start_soon(consume)
-        async with send:
-            for i in range(jobs):
-                await send.send({"i": i})
-    assert done == jobs
-    return jobs / (time.perf_counter() - start)
 
 
 async def pool(jobs: int, workers: int) -> float:

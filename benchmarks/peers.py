@@ -1,0 +1,195 @@
+"""trioqueue against other Redis job queues, on one private Redis, in one run.
+
+    python benchmarks/peers.py [--rounds 3] [--jobs 20000] [--only NAME ...]
+
+``nox -s bench_peers`` installs the peers and runs this. For every system, in
+turn within each round (so drift on a shared machine hits all alike):
+
+1. Throughput: enqueue --jobs no-op jobs, then one worker process with
+   concurrency 32; jobs/s from the worker's start to its last handler start,
+   every execution counted (duplicates and missing reported).
+2. Latency: an idle worker, --latency-jobs jobs enqueued at --rate per second;
+   enqueue to handler start, p50/p90/p99/max.
+
+plus the floor, a bare BLMOVE+LREM loop with 32 tasks. Each system's adapter,
+with its settings and why, is ``benchmarks/systems/run_<system>.py``. Writes
+``benchmarks/results/peers.json``, ``peers.md`` and the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+import trio
+from _common import (
+    RedisServer,
+    find_server_binary,
+    latency_round,
+    machine,
+    spread,
+    throughput_round,
+    write_results,
+)
+from floors import bare_blmove
+from plots import peer_plots
+
+SYSTEMS: dict[str, tuple[str, list[str]]] = {
+    "trioqueue (reliable)": ("run_trioqueue.py", ["--variant", "reliable"]),
+    "trioqueue (simple)": ("run_trioqueue.py", ["--variant", "simple"]),
+    "saq": ("run_saq.py", []),
+    "taskiq (list)": ("run_taskiq.py", ["--variant", "list"]),
+    "taskiq (stream)": ("run_taskiq.py", ["--variant", "stream"]),
+    "dramatiq": ("run_dramatiq.py", []),
+    "arq": ("run_arq.py", []),
+    "streaQ (trio)": ("run_streaq.py", ["--variant", "trio"]),
+    "streaQ (asyncio)": ("run_streaq.py", ["--variant", "asyncio"]),
+}
+OURS = "trioqueue (reliable)"
+CONCURRENCY = 32
+
+
+def summarize(rounds: list[dict[str, Any]], latencies: list[dict[str, Any]]) -> dict[str, Any]:
+    """One system's figures: each as the median and range over the rounds."""
+    by_p50 = sorted(latencies, key=lambda r: r["p50"])
+    typical = by_p50[len(by_p50) // 2]
+    return {
+        "throughput": spread([r["jobs_per_s"] for r in rounds]),
+        "duplicates": sum(r["duplicates"] for r in rounds + latencies),
+        "missing": sum(r["missing"] for r in rounds + latencies),
+        "latency": {q: spread([r[q] for r in latencies]) for q in ("p50", "p90", "p99", "max")},
+        # the latencies of the round with the median p50, to 0.1 ms, for the plot
+        "latency_sample": [round(x, 4) for x in sorted(typical["latencies"])],
+    }
+
+
+def targets(systems: dict[str, Any], ratios: list[float]) -> dict[str, Any]:
+    """The issue's Redis targets, from this run's figures."""
+    peers = {name: s for name, s in systems.items() if not name.startswith("trioqueue")}
+    if OURS not in systems or not peers:
+        return {}
+    ours = systems[OURS]
+    best_p50 = min(s["latency"]["p50"]["median"] for s in peers.values())
+    best_p99 = min(s["latency"]["p99"]["median"] for s in peers.values())
+    return {
+        "throughput_vs_best_peer": {
+            "ratio": statistics.median(ratios),
+            "range": [min(ratios), max(ratios)],
+            "target": 3.0,
+            "met": statistics.median(ratios) >= 3.0,
+        },
+        "latency_p50_vs_best_peer": {
+            "ours": ours["latency"]["p50"]["median"],
+            "best_peer": best_p50,
+            "met": ours["latency"]["p50"]["median"] <= best_p50,
+        },
+        "latency_p99_vs_best_peer": {
+            "ours": ours["latency"]["p99"]["median"],
+            "best_peer": best_p99,
+            "met": ours["latency"]["p99"]["median"] <= best_p99,
+        },
+    }
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The results table, as the README and docs show it."""
+    floor = data["floor_blmove"]["median"]
+    rows = [
+        f"Measured {data['machine']['date']}, Python {data['machine']['python']}, "
+        f"{data['machine']['cpus']} CPUs; {data['settings']['jobs']:,} no-op jobs, one worker "
+        f"process with concurrency {CONCURRENCY}; latency: {data['settings']['latency_jobs']:,} "
+        f"jobs at {data['settings']['rate']:g}/s to an idle worker. Median of "
+        f"{data['settings']['rounds']} rounds (range in brackets).",
+        "",
+        "| system | jobs/s | × BLMOVE floor | dup / missing | p50 ms | p90 ms | p99 ms | max ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sorted(data["systems"].items(), key=lambda kv: -kv[1]["throughput"]["median"]):
+        t, lat = s["throughput"], s["latency"]
+        ms = [f"{lat[q]['median'] * 1000:.1f}" for q in ("p50", "p90", "p99", "max")]
+        rows.append(
+            f"| {name} | {t['median']:,.0f} ({t['min']:,.0f}–{t['max']:,.0f}) | "
+            f"{t['median'] / floor:.2f} | {s['duplicates']} / {s['missing']} | {' | '.join(ms)} |"
+        )
+    f = data["floor_blmove"]
+    rows.append(
+        f"| bare BLMOVE+LREM loop (floor) | {f['median']:,.0f} ({f['min']:,.0f}–{f['max']:,.0f}) "
+        "| 1.00 | – | – | – | – | – |"
+    )
+    t = data["targets"]
+    if t:
+        r = t["throughput_vs_best_peer"]
+        p50, p99 = t["latency_p50_vs_best_peer"], t["latency_p99_vs_best_peer"]
+        rows += [
+            "",
+            f"- trioqueue (reliable) / best peer, throughput, per round: median {r['ratio']:.2f}× "
+            f"(range {r['range'][0]:.2f}–{r['range'][1]:.2f}); target ≥ 3×: "
+            f"{'met' if r['met'] else 'missed'}.",
+            f"- Latency p50 {p50['ours'] * 1000:.1f} ms against the best peer's "
+            f"{p50['best_peer'] * 1000:.1f} ms ({'met' if p50['met'] else 'missed'}); p99 "
+            f"{p99['ours'] * 1000:.1f} ms against {p99['best_peer'] * 1000:.1f} ms "
+            f"({'met' if p99['met'] else 'missed'}).",
+        ]
+    return "\n".join(rows) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--latency-jobs", type=int, default=2_000)
+    parser.add_argument("--rate", type=float, default=500.0)
+    parser.add_argument("--only", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    args = parser.parse_args()
+    server = RedisServer(find_server_binary())
+    server.start()
+    url = server.url
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in args.only}
+    latencies: dict[str, list[dict[str, Any]]] = {name: [] for name in args.only}
+    floors: list[float] = []
+    ratios: list[float] = []
+    try:
+        for n in range(1, args.rounds + 1):
+            floors.append(trio.run(bare_blmove, url, args.jobs, CONCURRENCY))
+            print(f"round {n}: bare BLMOVE+LREM {floors[-1]:,.0f} items/s", flush=True)
+            for name in args.only:
+                script, variant = SYSTEMS[name]
+                got = throughput_round(url, script, variant, args.jobs, CONCURRENCY)
+                lat = latency_round(url, script, variant, args.latency_jobs, args.rate, CONCURRENCY)
+                rounds[name].append(got)
+                latencies[name].append(lat)
+                print(
+                    f"round {n}: {name}: {got['jobs_per_s']:,.0f} jobs/s "
+                    f"(dup {got['duplicates']}, missing {got['missing']}); latency p50 "
+                    f"{lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms",
+                    flush=True,
+                )
+            peers = [
+                rounds[name][-1]["jobs_per_s"] for name in args.only if "trioqueue" not in name
+            ]
+            if OURS in rounds and peers:
+                ratios.append(rounds[OURS][-1]["jobs_per_s"] / max(peers))
+    finally:
+        server.close()
+    systems = {name: summarize(rounds[name], latencies[name]) for name in args.only}
+    data: dict[str, Any] = {
+        "machine": machine(),
+        "settings": {
+            "rounds": args.rounds,
+            "jobs": args.jobs,
+            "latency_jobs": args.latency_jobs,
+            "rate": args.rate,
+            "concurrency": CONCURRENCY,
+        },
+        "floor_blmove": spread(floors),
+        "systems": systems,
+        "targets": targets(systems, ratios),
+    }
+    write_results("peers", data, markdown(data))
+    peer_plots(data)
+    print(markdown(data))
+
+
+if __name__ == "__main__":
+    main()
