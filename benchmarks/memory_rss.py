@@ -13,6 +13,7 @@ import argparse
 import json
 import resource
 import sys
+from pathlib import Path
 
 import trio
 
@@ -22,9 +23,19 @@ MARKS = (100_000, 1_000_000)
 
 
 def peak_mib() -> float:
-    """The process's peak resident set size so far, in MiB (Linux reports KiB)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+    """The process's peak resident set size so far, in MiB.
+
+    On Linux, VmHWM from /proc: getrusage's ru_maxrss survives exec, so a
+    process started by a large parent (bench.py, with matplotlib loaded) would
+    report the parent's size.
+    """
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB; bytes on macOS
+        return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024  # reported in kB
 
 
 async def run(jobs: int) -> dict[int, float]:
