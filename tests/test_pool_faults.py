@@ -341,3 +341,42 @@ async def test_once_the_producer_is_finished_claims_wait_briefly(autojump_clock)
     assert set(before) == {10}
     assert after
     assert max(after) <= 0.05
+
+
+async def test_the_pool_never_holds_more_than_its_workers_and_prefetch(autojump_clock):
+    # the fetcher gathers free places while prefetched jobs remain, then claims: every
+    # claim must fit in the places it holds, and every job must still run once
+    backend = trioqueue.MemoryBackend(capacity=1000)
+    workers, prefetch = 4, 8
+    sizes: list[int] = []
+    pools: list[trioqueue.WorkerPool] = []
+    ran: list[int] = []
+
+    class Checking:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(backend, name)
+
+        async def claim(self, max_jobs: int, *, lease: float, block: float) -> Any:
+            claims = await backend.claim(max_jobs, lease=lease, block=block)
+            assert len(claims) <= max_jobs
+            assert pools[0].held + len(claims) <= workers + prefetch
+            sizes.append(len(claims))
+            return claims
+
+    async def handler(job: trioqueue.Job) -> None:
+        await trio.sleep(0.01 * (1 + job.payload % 5))
+        ran.append(job.payload)
+
+    queue = Queue(backend)
+    for i in range(200):
+        await queue.enqueue(i)
+    async with trioqueue.open_worker_pool(
+        Checking(),  # type: ignore[arg-type]
+        handler,
+        workers=workers,
+        prefetch=prefetch,
+        batch_size=8,
+    ) as pool:
+        pools.append(pool)
+    assert sorted(ran) == list(range(200))
+    assert max(sizes) > 1  # claims do carry several jobs

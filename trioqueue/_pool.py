@@ -234,10 +234,15 @@ class WorkerPool:
         try:
             await self._slots.acquire()  # a worker or a prefetch place is free
             taken = 1
-            # while the workers still have prefetched jobs, gather more places first: one
-            # claim then carries more jobs (and their outcomes share round trips), and no
-            # worker waits meanwhile; each place freed wakes this to check again
-            while taken < config.batch_size and self._send.statistics().current_buffer_used:
+            # while the workers still have more than half the prefetch to run, gather
+            # places first: one claim then carries more jobs (and their outcomes share
+            # round trips), and it starts while jobs are still buffered, so no worker
+            # waits for its round trip; each place freed wakes this to look again
+            low_water = config.prefetch // 2
+            while (
+                taken < config.batch_size
+                and self._send.statistics().current_buffer_used > low_water
+            ):
                 await self._slots.acquire()
                 taken += 1
             if await self._drained():
@@ -245,7 +250,7 @@ class WorkerPool:
             # only this task takes places, so the free ones stay free until taken below
             want = min(config.batch_size, taken + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
-            # drain check runs at once
+            # drain check runs at once (on a backend whose wait is cancellable)
             block = config.poll_interval
             if self._producer_finished:
                 # a backend may not cut its wait short when cancelled (Redis's BLMOVE is
