@@ -57,7 +57,7 @@ def bench(session: nox.Session) -> None:
 
     Memory backend against a bare Trio channel, peak RSS after 100k and 1M jobs,
     Redis throughput and latency against a bare BLMOVE+LREM loop, and fail rate x
-    capacity. Writes benchmarks/results/bench.{json,md} and the plot. About 5 minutes;
+    capacity. Writes benchmarks/results/bench.{json,md} and the plot. About 10 minutes;
     ``nox -s bench -- --quick`` checks the script in one.
     """
     session.install(".[redis]")
@@ -72,7 +72,7 @@ def bench_peers(session: nox.Session) -> None:
 
     Installs the peers (pinned in the ``peers`` dependency group) in this
     session's own environment. Writes benchmarks/results/peers.{json,md} and the
-    plots. About 15 minutes; ``-- --rounds 1`` for a quicker look.
+    plots. About 20 minutes; ``-- --rounds 1`` for a quicker look.
     """
     session.install(".[redis]")
     install_group(session, "test")

@@ -15,10 +15,12 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
@@ -42,7 +44,12 @@ __all__ = [
     "write_results",
 ]
 
+PACKAGES = (
+    "trioqueue", "trio", "coredis", "saq", "taskiq", "taskiq-redis", "dramatiq", "arq",
+    "streaq", "redis",
+)  # fmt: skip
 READY_SETTLE = 1.0  # seconds between a worker's "ready" and the first paced job
+_ERRORS: dict[int, IO[str]] = {}  # each worker's stderr file, by pid
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
@@ -82,23 +89,56 @@ def _adapter(script: str, command: str, url: str, jobs: int, extra: Sequence[str
     ]  # fmt: skip
 
 
+def _start_worker(
+    url: str, script: str, jobs: int, extra: Sequence[str], timeout: float
+) -> subprocess.Popen[str]:
+    """Start the adapter's ``work`` command; it ends itself by *timeout* at the latest.
+
+    Its stderr goes to a file, so a talkative system can never block on a full pipe.
+    """
+    command = _adapter(script, "work", url, jobs, [*extra, "--timeout", str(timeout)])
+    errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read by _stderr, closed at exit
+    worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+    _ERRORS[worker.pid] = errors
+    return worker
+
+
+def _stderr(worker: subprocess.Popen[str]) -> str:
+    """The last of what the worker wrote to its stderr."""
+    errors = _ERRORS.get(worker.pid)
+    if errors is None:
+        return ""
+    errors.seek(0)
+    return errors.read()[-3000:]
+
+
 def _work_result(worker: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
-    out, err = worker.communicate(timeout=timeout)
+    out, _ = worker.communicate(timeout=timeout)
     lines = out.strip().splitlines()
     if worker.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise RuntimeError(f"{worker.args} failed ({worker.returncode}):\n{err[-3000:]}")
+        raise RuntimeError(f"{worker.args} failed ({worker.returncode}):\n{_stderr(worker)}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
 def _wait_ready(worker: subprocess.Popen[str], timeout: float) -> None:
+    """Read the worker's "ready" line a byte at a time: nothing after it is consumed."""
     assert worker.stdout is not None
-    ready, _, _ = select.select([worker.stdout], [], [], timeout)
-    line = worker.stdout.readline() if ready else ""
-    if line.strip() != "ready":
+    fd = worker.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    if line.strip() != b"ready":
         worker.kill()
-        _, err = worker.communicate()
-        raise RuntimeError(f"{worker.args} did not start:\n{line}{err[-3000:]}")
+        worker.wait()
+        raise RuntimeError(f"{worker.args} did not start: {line!r}\n{_stderr(worker)}")
 
 
 def throughput_round(
@@ -107,17 +147,15 @@ def throughput_round(
     """Workload 1: enqueue *jobs* no-op jobs, then time one worker process through them."""
     flush(url)
     subprocess.run(_adapter(script, "enqueue", url, jobs, variant), check=True, timeout=600)
-    extra = [*variant, "--concurrency", str(concurrency), "--timeout", "300"]
-    worker = subprocess.Popen(
-        _adapter(script, "work", url, jobs, extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    result = _work_result(worker, timeout=330)
-    seconds = result["last"] - result["started"]
+    worker = _start_worker(url, script, jobs, [*variant, "--concurrency", str(concurrency)], 300)
+    try:
+        result = _work_result(worker, timeout=330)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    ran = jobs - result["missing"]
     return {
-        "jobs_per_s": (jobs - result["missing"]) / seconds,
+        "jobs_per_s": ran / (result["last"] - result["started"]) if ran else 0.0,
         "duplicates": result["duplicates"],
         "missing": result["missing"],
     }
@@ -128,13 +166,7 @@ def latency_round(
 ) -> dict[str, Any]:
     """Workload 2: an idle worker, *jobs* enqueued at *rate*/s; enqueue -> handler start."""
     flush(url)
-    extra = [*variant, "--concurrency", str(concurrency), "--timeout", "120"]
-    worker = subprocess.Popen(
-        _adapter(script, "work", url, jobs, extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = _start_worker(url, script, jobs, [*variant, "--concurrency", str(concurrency)], 120)
     try:
         _wait_ready(worker, timeout=60)
         time.sleep(READY_SETTLE)  # let it reach its idle wait (a benchmark, not a test)
@@ -153,12 +185,22 @@ def latency_round(
 
 
 def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
+    """What the figures were measured on, and with which Redis server and packages."""
+    binary = find_server_binary()
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "redis_server": version.stdout.strip(),
+        "packages": packages,
     }
 
 

@@ -154,7 +154,7 @@ def markdown(data: dict[str, Any]) -> str:
         f"{data['machine']['cpus']} CPUs. Median of {data['settings']['rounds']} rounds "
         "(range in brackets).",
         "",
-        "| target | measured | target | met |",
+        "| figure | measured | target | met |",
         "|---|---|---|---|",
         f"| memory backend / bare Trio channel (32 consumers), jobs/s | "
         f"{_spread_text(m['ratio'], digits=3)} "

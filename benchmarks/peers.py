@@ -66,7 +66,12 @@ def summarize(rounds: list[dict[str, Any]], latencies: list[dict[str, Any]]) -> 
 
 def targets(systems: dict[str, Any], ratios: list[float]) -> dict[str, Any]:
     """The issue's Redis targets, from this run's figures."""
-    peers = {name: s for name, s in systems.items() if not name.startswith("trioqueue")}
+    # a system that lost jobs is no one's yardstick (its jobs/s counts only those that ran)
+    peers = {
+        name: s
+        for name, s in systems.items()
+        if not name.startswith("trioqueue") and s["missing"] == 0
+    }
     if OURS not in systems or not peers:
         return {}
     ours = systems[OURS]
@@ -153,7 +158,9 @@ def main() -> None:
         for n in range(1, args.rounds + 1):
             floors.append(trio.run(bare_blmove, url, args.jobs, CONCURRENCY))
             print(f"round {n}: bare BLMOVE+LREM {floors[-1]:,.0f} items/s", flush=True)
-            for name in args.only:
+            # a different system goes first in each round: no one always follows the same
+            order = args.only[n - 1 :] + args.only[: n - 1]
+            for name in order:
                 script, variant = SYSTEMS[name]
                 got = throughput_round(url, script, variant, args.jobs, CONCURRENCY)
                 lat = latency_round(url, script, variant, args.latency_jobs, args.rate, CONCURRENCY)
@@ -166,7 +173,9 @@ def main() -> None:
                     flush=True,
                 )
             peers = [
-                rounds[name][-1]["jobs_per_s"] for name in args.only if "trioqueue" not in name
+                rounds[name][-1]["jobs_per_s"]
+                for name in args.only
+                if "trioqueue" not in name and rounds[name][-1]["missing"] == 0
             ]
             if OURS in rounds and peers:
                 ratios.append(rounds[OURS][-1]["jobs_per_s"] / max(peers))
