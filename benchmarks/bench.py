@@ -33,14 +33,12 @@ from _common import (
     HERE,
     RedisServer,
     find_server_binary,
-    latency_round,
     machine,
     spread,
-    throughput_round,
     write_results,
 )
-from floors import bare_blmove, bare_channel
-from peers import CONCURRENCY, SYSTEMS, summarize
+from floors import bare_channel
+from peers import CONCURRENCY, measure
 from plots import sweep_plot
 
 FAIL_RATES = (0.0, 0.1, 0.3)
@@ -83,25 +81,8 @@ def rss(jobs: int) -> dict[str, Any]:
 
 
 def redis_workloads(url: str, rounds: int, jobs: int, latency_jobs: int) -> dict[str, Any]:
-    floors: list[float] = []
-    got: dict[str, list[dict[str, Any]]] = {name: [] for name in OURS}
-    lat: dict[str, list[dict[str, Any]]] = {name: [] for name in OURS}
-    for n in range(1, rounds + 1):
-        floors.append(trio.run(bare_blmove, url, jobs, CONCURRENCY))
-        for name in OURS:
-            script, variant = SYSTEMS[name]
-            got[name].append(throughput_round(url, script, variant, jobs, CONCURRENCY))
-            lat[name].append(latency_round(url, script, variant, latency_jobs, 500.0, CONCURRENCY))
-            print(
-                f"round {n}: {name} {got[name][-1]['jobs_per_s']:,.0f} jobs/s (BLMOVE floor "
-                f"{floors[-1]:,.0f}); latency p50 {lat[name][-1]['p50'] * 1000:.1f} ms, "
-                f"p99 {lat[name][-1]['p99'] * 1000:.1f} ms",
-                flush=True,
-            )
-    return {
-        "floor_blmove": spread(floors),
-        "systems": {name: summarize(got[name], lat[name]) for name in OURS},
-    }
+    measured = measure(url, list(OURS), rounds, jobs, latency_jobs, 500.0)
+    return {"floor_blmove": measured["floor_blmove"], "systems": measured["systems"]}
 
 
 def sweep(url: str, rounds: int, jobs: dict[str, int]) -> dict[str, list[dict[str, Any]]]:

@@ -139,6 +139,48 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def measure(
+    url: str, names: list[str], rounds: int, jobs: int, latency_jobs: int, rate: float
+) -> dict[str, Any]:
+    """Workloads 1 and 2 for *names*, in turn within each round, and the BLMOVE floor.
+
+    Returns the floor, each system's summary, and trioqueue (reliable)'s
+    throughput over the best peer's in each round (empty without both).
+    """
+    got: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    latencies: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    floors: list[float] = []
+    ratios: list[float] = []
+    for n in range(1, rounds + 1):
+        floors.append(trio.run(bare_blmove, url, jobs, CONCURRENCY))
+        print(f"round {n}: bare BLMOVE+LREM {floors[-1]:,.0f} items/s", flush=True)
+        # a different system goes first in each round: no one always follows the same
+        first = (n - 1) % len(names)
+        for name in names[first:] + names[:first]:
+            script, variant = SYSTEMS[name]
+            got[name].append(throughput_round(url, script, variant, jobs, CONCURRENCY))
+            lat = latency_round(url, script, variant, latency_jobs, rate, CONCURRENCY)
+            latencies[name].append(lat)
+            print(
+                f"round {n}: {name}: {got[name][-1]['jobs_per_s']:,.0f} jobs/s "
+                f"(dup {got[name][-1]['duplicates']}, missing {got[name][-1]['missing']}); "
+                f"latency p50 {lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms",
+                flush=True,
+            )
+        peers = [
+            got[name][-1]["jobs_per_s"]
+            for name in names
+            if "trioqueue" not in name and got[name][-1]["missing"] == 0
+        ]
+        if OURS in got and peers:
+            ratios.append(got[OURS][-1]["jobs_per_s"] / max(peers))
+    return {
+        "floor_blmove": spread(floors),
+        "systems": {name: summarize(got[name], latencies[name]) for name in names},
+        "ratios": ratios,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -150,38 +192,11 @@ def main() -> None:
     server = RedisServer(find_server_binary())
     server.start()
     url = server.url
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in args.only}
-    latencies: dict[str, list[dict[str, Any]]] = {name: [] for name in args.only}
-    floors: list[float] = []
-    ratios: list[float] = []
     try:
-        for n in range(1, args.rounds + 1):
-            floors.append(trio.run(bare_blmove, url, args.jobs, CONCURRENCY))
-            print(f"round {n}: bare BLMOVE+LREM {floors[-1]:,.0f} items/s", flush=True)
-            # a different system goes first in each round: no one always follows the same
-            order = args.only[n - 1 :] + args.only[: n - 1]
-            for name in order:
-                script, variant = SYSTEMS[name]
-                got = throughput_round(url, script, variant, args.jobs, CONCURRENCY)
-                lat = latency_round(url, script, variant, args.latency_jobs, args.rate, CONCURRENCY)
-                rounds[name].append(got)
-                latencies[name].append(lat)
-                print(
-                    f"round {n}: {name}: {got['jobs_per_s']:,.0f} jobs/s "
-                    f"(dup {got['duplicates']}, missing {got['missing']}); latency p50 "
-                    f"{lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms",
-                    flush=True,
-                )
-            peers = [
-                rounds[name][-1]["jobs_per_s"]
-                for name in args.only
-                if "trioqueue" not in name and rounds[name][-1]["missing"] == 0
-            ]
-            if OURS in rounds and peers:
-                ratios.append(rounds[OURS][-1]["jobs_per_s"] / max(peers))
+        measured = measure(url, args.only, args.rounds, args.jobs, args.latency_jobs, args.rate)
     finally:
         server.close()
-    systems = {name: summarize(rounds[name], latencies[name]) for name in args.only}
+    systems = measured["systems"]
     data: dict[str, Any] = {
         "machine": machine(),
         "settings": {
@@ -191,9 +206,9 @@ def main() -> None:
             "rate": args.rate,
             "concurrency": CONCURRENCY,
         },
-        "floor_blmove": spread(floors),
+        "floor_blmove": measured["floor_blmove"],
         "systems": systems,
-        "targets": targets(systems, ratios),
+        "targets": targets(systems, measured["ratios"]),
     }
     write_results("peers", data, markdown(data))
     peer_plots(data)
