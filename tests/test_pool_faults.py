@@ -307,42 +307,6 @@ async def test_a_suspect_runs_with_no_other_handler_beside_it(autojump_clock):
     assert (await backend.stats()).succeeded == 5
 
 
-async def test_once_the_producer_is_finished_claims_wait_briefly(autojump_clock):
-    # Redis cannot cut a claim's wait short (its BLMOVE is shielded), so a pool that went
-    # on claiming with poll_interval stopped up to that long after its last job finished
-    backend = trioqueue.MemoryBackend()
-    blocks: list[tuple[bool, float]] = []
-    release = trio.Event()
-    pools: list[trioqueue.WorkerPool] = []
-
-    class Recording:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(backend, name)
-
-        async def claim(self, max_jobs: int, *, lease: float, block: float) -> Any:
-            blocks.append((pools[0]._producer_finished, block))
-            return await backend.claim(max_jobs, lease=lease, block=block)
-
-    async def handler(job: trioqueue.Job) -> None:
-        await release.wait()
-
-    async def finish_later() -> None:
-        await trio.sleep(100)  # long after the body has ended
-        release.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(finish_later)
-        async with trioqueue.open_worker_pool(Recording(), handler, poll_interval=10) as pool:  # type: ignore[arg-type]
-            pools.append(pool)
-            await Queue(backend).enqueue("p")
-            await trio.sleep(30)  # the fetcher waits again and again, 10 s at a time
-    before = [block for finished, block in blocks if not finished]
-    after = [block for finished, block in blocks if finished]
-    assert set(before) == {10}
-    assert after
-    assert max(after) <= 0.05
-
-
 async def test_the_pool_never_holds_more_than_its_workers_and_prefetch(autojump_clock):
     # the fetcher gathers free places while prefetched jobs remain, then claims: every
     # claim must fit in the places it holds, and every job must still run once

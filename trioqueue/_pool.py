@@ -40,7 +40,6 @@ __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
-_DRAIN_POLL = 0.05  # longest wait in one claim once the producer is finished
 _OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
 _INTERRUPTED = (
     "its handler was interrupted (the pool stopped) and this queue never runs a job twice; "
@@ -90,6 +89,7 @@ class WorkerPool:
         self._deadline = math.inf  # set by shutdown: nothing may outlast it
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
+        self._upkeep: trio.Nursery | None = None  # where the shutdown runs
         self._shutdown_started = False
         self._grace = trio.CancelScope()  # running handlers may finish until its deadline
         self._shutdown_done = trio.Event()
@@ -166,37 +166,47 @@ class WorkerPool:
         if self._shutdown_started:
             self._grace.deadline = min(self._grace.deadline, now + grace)
             self._deadline = min(self._deadline, now + grace + self._config.io_timeout)
-            await self._shutdown_done.wait()
-            assert self._report is not None
-            return self._report
-        self._shutdown_started = True
-        self._deadline = now + grace + self._config.io_timeout
-        self._stopping = True
-        self._fetch_scope.cancel()
-        for scope in self._sleeping:
-            scope.cancel()
-        self._grace.deadline = now + grace
-        with self._grace:
-            while self._running:
-                await self._running_changed.park()
-        for scope in self._running.values():
-            scope.cancel()
-        with trio.move_on_at(self._deadline):
-            await self._stopped.wait()
-        self._report = ShutdownReport(
-            finished=self._finished_in_grace,
-            cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
-            released=self._released,
-            unreturned=self._unreturned,
-        )
-        self._shutdown_done.set()
+        else:
+            self._shutdown_started = True
+            self._deadline = now + grace + self._config.io_timeout
+            self._stopping = True
+            self._fetch_scope.cancel()
+            for scope in self._sleeping:
+                scope.cancel()
+            self._grace.deadline = now + grace
+            # the shutdown runs in the pool, not in this call: a caller that is
+            # cancelled stops waiting for it, and a later call gets its report
+            if self._upkeep is None or self._stopped.is_set():
+                await self._stop_after_grace()
+            else:
+                self._upkeep.start_soon(self._stop_after_grace)
+        await self._shutdown_done.wait()
+        assert self._report is not None
+        return self._report
+
+    async def _stop_after_grace(self) -> None:
+        try:
+            with self._grace:
+                while self._running:
+                    await self._running_changed.park()
+            for scope in self._running.values():
+                scope.cancel()
+            with trio.move_on_at(self._deadline):
+                await self._stopped.wait()
+        finally:  # even if the pool itself is cancelled: no caller waits for ever
+            self._report = ShutdownReport(
+                finished=self._finished_in_grace,
+                cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
+                released=self._released,
+                unreturned=self._unreturned,
+            )
+            self._shutdown_done.set()
         logger.info(
             "shutdown: %d handlers finished in the grace period, %d cancelled, %d jobs put back",
             self._report.finished,
             self._report.cancelled,
             self._report.released,
         )
-        return self._report
 
     # --- tasks -----------------------------------------------------------------------
 
@@ -250,14 +260,11 @@ class WorkerPool:
             # only this task takes places, so the free ones stay free until taken below
             want = min(config.batch_size, taken + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
-            # drain check runs at once (on a backend whose wait is cancellable)
-            block = config.poll_interval
-            if self._producer_finished:
-                # a backend may not cut its wait short when cancelled (Redis's BLMOVE is
-                # shielded): poll briefly, so the pool stops soon after the last outcome
-                block = min(block, _DRAIN_POLL)
+            # drain check runs at once; jobs other pools hold are checked every poll
             with trio.CancelScope() as self._claim_wait:
-                claims = await self._backend.claim(want, lease=config.lease, block=block)
+                claims = await self._backend.claim(
+                    want, lease=config.lease, block=config.poll_interval
+                )
             self._claim_wait = None
             for claim in claims:
                 self._held[claim.token] = claim
@@ -575,6 +582,7 @@ async def open_worker_pool(
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
+            pool._upkeep = nursery
             await nursery.start(pool._run)
             nursery.start_soon(renew_leases, backend, pool._held, config.lease)
             nursery.start_soon(sweep_periodically, backend, config.sweep_interval)

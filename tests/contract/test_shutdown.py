@@ -212,6 +212,26 @@ async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_cl
         assert await pool.shutdown(grace=1) is first
 
 
+async def test_a_shutdown_whose_caller_is_cancelled_still_finishes(make_backend, autojump_clock):
+    backend = await make_backend()
+    started = trio.Event()
+
+    async def slow(job: trioqueue.Job) -> None:
+        started.set()
+        await trio.sleep(100)
+
+    async with trioqueue.open_worker_pool(backend, slow, workers=1) as pool:
+        await Queue(backend).enqueue("p", id="j")
+        await started.wait()
+        with trio.move_on_after(1):
+            await pool.shutdown(grace=10)  # its caller gives up during the grace
+        with trio.fail_after(60):  # a later call gets the report: the shutdown went on
+            report = await pool.shutdown(grace=10)
+        assert trio.current_time() == 10  # the first call's grace, not restarted
+    assert (report.finished, report.cancelled) == (0, 1)
+    assert await backend.pending() == 1 - interrupted_to_dead(make_backend, 1)
+
+
 async def test_an_error_in_the_body_propagates_unwrapped_and_loses_nothing(
     make_backend, autojump_clock
 ):

@@ -36,22 +36,18 @@ from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
-from ._redis_connection import IO_TIMEOUT, RedisConnection, decode_record, text
+from ._redis_connection import RedisConnection, decode_record, text
 from ._redis_keys import RedisKeys
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-
-try:
-    from coredis.tokens import PureToken
-except ImportError as exc:  # pragma: no cover - exercised without the extra only
-    raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
 
 __all__ = ["RedisBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
+_INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with a test clock
 _SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
 
 
@@ -105,8 +101,10 @@ class RedisBackend:
         processing: The processing list's key (default ``<queue>.processing``).
         recovery_zset: The claims sorted set's key (default ``<queue>.claims``).
         clock: None to use the Redis server's clock (the default: hosts need
-            no clock agreement). Tests pass ``trio.current_time`` to run on a
-            mock clock; then claims poll instead of blocking in ``BLMOVE``.
+            no clock agreement). Tests pass ``trio.current_time`` to run the
+            scripts on a mock clock. Claims take the same path either way; only
+            the wait in ``BLMOVE``, which the server times on its real clock, is
+            ended by a cancellation on Trio's clock instead.
         reliable: True for at-least-once delivery with recovery (the
             default), False for a simple, at-most-once queue.
         key_ttl: Seconds an unfed queue lives; None (the default) keeps it
@@ -192,8 +190,6 @@ class RedisBackend:
         self._conn = RedisConnection(url, self._keys, self._head)
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
-        self._scheduled_here = trio.lowlevel.ParkingLot()  # wakes test-clock claims
-        self._schedulings = 0  # how many times it was woken: a claim checks for a missed one
         # outcomes reported while one batch is in flight share the next round trip
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
 
@@ -244,11 +240,6 @@ class RedisBackend:
         """The injected clock, else this host's wall clock (close to the server's TIME)."""
         return self._clock() if self._clock is not None else time.time()
 
-    def _wake_claims(self) -> None:
-        """Tell test-clock claims waiting in this process that a job may be ready."""
-        self._schedulings += 1
-        self._scheduled_here.unpark_all()
-
     def _cached_gauges(self) -> Gauges:
         return self._gauges
 
@@ -279,7 +270,6 @@ class RedisBackend:
             )
             if status == b"new":
                 self._metrics.enqueued += 1
-                self._wake_claims()
                 return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
             if status == b"dup":
                 self._metrics.deduplicated += 1
@@ -325,7 +315,6 @@ class RedisBackend:
         if not await self._run("requeue_dead", job_id):
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
-        self._wake_claims()
         record = await self.status(job_id)
         assert record is not None
         return record
@@ -396,35 +385,28 @@ class RedisBackend:
     async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
 
-        Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty; that
-        wait is shielded (a claim is either registered or never made), so a
-        cancellation takes effect after at most *block* seconds.
+        Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty. A
+        cancellation ends that wait at once, and a job it moved meanwhile goes back
+        to the front of the queue: a claim is either registered or never made.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         limit = "" if self._max_deliveries is None else self._max_deliveries
-        schedulings = self._schedulings
         claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         if claims or block <= 0:
             return claims
-        if self._clock is not None:
-            # A test clock: the server cannot block on it. Wait for this process to
-            # schedule a job (unless it did while the claim was in flight), or poll
-            # after *block* on the test clock.
-            if schedulings == self._schedulings:
-                with trio.move_on_after(block):
-                    await self._scheduled_here.park()
-            return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
-        client, keys = self._conn.client, self._keys
-        deadline = trio.current_time() + block + IO_TIMEOUT
-        with trio.CancelScope(shield=True, deadline=deadline), self._conn.reachable():
-            element = await client.blmove(
-                keys.ready, keys.processing, PureToken.RIGHT, PureToken.LEFT, block
-            )
-            if element is None:
-                return []
-            rows = await self._run("claim", max_jobs, lease, ttl, limit, element)
-            return await self._claims(rows)
-        return []  # pragma: no cover - the shield's deadline passed; the sweeper recovers it
+        ready, processing = self._keys.ready, self._keys.processing
+        # cancellable at once: a cancelled wait puts back what it moved (see blmove)
+        if self._clock is None:
+            element = await self._conn.blmove(ready, processing, block)
+        else:
+            # the server waits on the real clock, Trio's may be a mock one: the wait
+            # ends on Trio's clock, by the same cancellation that stops a pool
+            element = None
+            with trio.move_on_after(block):
+                element = await self._conn.blmove(ready, processing, _INJECTED_CLOCK_BLOCK)
+        if element is None:
+            return []
+        return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, element))
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
         """Extend the leases of the claims still held."""
@@ -451,8 +433,6 @@ class RedisBackend:
             )
         )
         local = self._metrics
-        if kind == "requeue" or not age:
-            self._wake_claims()  # a requeue, or a job that may have moved
         if not age:
             local.stale += 1
             return False
@@ -497,13 +477,10 @@ class RedisBackend:
             return 0
         released = int(await self._run("release", *pairs))
         self._metrics.released += released
-        self._wake_claims()
         return released
 
     async def sweep(self) -> SweepReport:
         """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
         scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
         self._metrics.recovered += int(recovered)
-        if scheduled or recovered:
-            self._wake_claims()
         return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))

@@ -28,6 +28,7 @@ try:
     import coredis
     import coredis.exceptions
     from coredis.retry import NoRetryPolicy
+    from coredis.tokens import PureToken
 except ImportError as exc:  # pragma: no cover - exercised without the extra only
     raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
 
@@ -162,6 +163,40 @@ class RedisConnection:
         except _UNREACHABLE as exc:
             detail = (str(exc) or type(exc).__name__).replace(self._url, self.where)
             raise BackendUnavailable(self.where, detail) from exc
+
+    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
+        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
+
+        The command holds a connection of its own. When the caller is cancelled, a
+        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
+        an element that was moved before it landed is put back at the front of
+        *source* (the ``unmove`` script), so a cancelled wait neither strands a job
+        nor loses its turn.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        pool = self.client.connection_pool
+        with self.reachable():
+            async with pool.acquire() as connection:
+                request = connection.create_request(
+                    b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block
+                )
+                try:
+                    reply = await request
+                except trio.Cancelled:
+                    deadline = trio.current_time() + IO_TIMEOUT
+                    with trio.CancelScope(shield=True, deadline=deadline):
+                        if connection.client_id is not None:
+                            await self.client.client_unblock(
+                                connection.client_id, PureToken.TIMEOUT
+                            )
+                        element = await request
+                        if element is not None:
+                            await self.run("unmove", element)
+                    raise
+        assert reply is None or isinstance(reply, bytes)
+        return reply
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.

@@ -18,6 +18,7 @@ SCRIPT_NAMES: Final = (
     "purge_dead",
     "stats",
     "inspect",
+    "unmove",
 )
 
 

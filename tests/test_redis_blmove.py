@@ -1,0 +1,117 @@
+"""The production claim path on the real clock: a wait in BLMOVE that a cancellation ends.
+
+The contract suite takes the same path on a mock clock; these tests run it on the
+server's clock, where the wait is the server's own, and force the one race a
+cancellation has: the server moved a job just before the wait was called off.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import TYPE_CHECKING
+
+import coredis
+import trio
+
+import trioqueue
+from trioqueue import Queue
+
+if TYPE_CHECKING:
+    from .redis_server import RedisServer
+
+
+def queue_name() -> str:
+    return "{t-" + uuid.uuid4().hex[:12] + "}"
+
+
+async def test_a_cancelled_wait_for_a_job_ends_at_once_and_takes_nothing(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        with trio.fail_after(10):  # the wait below would last 60 s if not cut short
+            with trio.move_on_after(0.05) as waiting:
+                await backend.claim(1, lease=30, block=60)
+        assert waiting.cancelled_caught
+        await Queue(backend).enqueue("p", id="j")
+        [claim] = await backend.claim(1, lease=30, block=0)  # the connection still works
+        assert claim.job.id == "j"
+        assert await backend.ack(claim)
+
+
+async def test_a_job_the_server_moved_just_before_the_cancellation_goes_back_first(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        keys = backend.keys
+        queue = Queue(backend)
+        connection = backend._conn
+        unblock = connection.client.client_unblock
+
+        async def too_late(client_id: int, *args: object) -> bool:
+            # the race: a job arrives and the server hands it to the waiting BLMOVE
+            # before the unblock does
+            await queue.enqueue("first", id="first")
+            with trio.fail_after(10):
+                while not await raw.llen(keys.processing):  # noqa: ASYNC110 - in Redis
+                    await trio.sleep(0.001)
+            assert not await unblock(client_id, *args)  # nothing blocked any more
+            return False
+
+        connection.client.client_unblock = too_late  # type: ignore[method-assign]
+        with trio.move_on_after(0.05) as waiting:
+            await backend.claim(1, lease=30, block=60)
+        assert waiting.cancelled_caught
+        connection.client.client_unblock = unblock  # type: ignore[method-assign]
+
+        assert await raw.llen(keys.processing) == 0  # not stranded there
+        assert await raw.zcard(keys.claims) == 0
+        await queue.enqueue("second", id="second")
+        claims = await backend.claim(2, lease=30, block=0)
+        assert [c.job.id for c in claims] == ["first", "second"]  # its turn kept
+
+
+async def test_claims_cancelled_at_random_moments_lose_and_strand_nothing(
+    redis_server: RedisServer,
+):
+    rng = random.Random(7)
+    jobs = 60
+    claimed: list[str] = []
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        queue = Queue(backend)
+        for n in range(jobs):
+            async with trio.open_nursery() as nursery:
+
+                async def produce(n: int = n) -> None:
+                    await trio.sleep(rng.random() * 0.002)
+                    await queue.enqueue(n, id=str(n))
+
+                nursery.start_soon(produce)
+                with trio.move_on_after(rng.random() * 0.002):
+                    claimed += [c.job.id for c in await backend.claim(1, lease=30, block=5)]
+        while len(claimed) < jobs:  # what the cancelled waits put back is still there
+            with trio.fail_after(10):
+                claimed += [c.job.id for c in await backend.claim(jobs, lease=30, block=1)]
+        info = await backend.inspect()
+    assert sorted(claimed, key=int) == [str(n) for n in range(jobs)]
+    assert (info.processing, info.claims, info.ready) == (jobs, jobs, 0)  # all registered
+
+
+async def test_a_pool_stops_as_soon_as_its_last_job_is_done_not_after_its_poll(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        done: list[str] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            done.append(job.id)
+
+        with trio.fail_after(10):  # each claim below waits up to 60 s for work
+            async with trioqueue.open_worker_pool(backend, handler, poll_interval=60):
+                await Queue(backend).enqueue("p", id="j")
+            async with trioqueue.open_worker_pool(backend, handler, poll_interval=60) as pool:
+                await pool.shutdown(grace=5)  # an idle pool: its wait ends at once
+        assert done == ["j"]
