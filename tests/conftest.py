@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 import trio
@@ -31,6 +33,45 @@ BACKENDS = [
 JUMP_AFTER = {"memory": 0.0, "redis": 0.02, "redis-simple": 0.02}
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
+
+# Real seconds any one async test may take. A test that waits for ever (on the queue,
+# the pool, a reply) fails after this instead of hanging the run; pytest-timeout (in
+# pyproject.toml) stops the whole run later still if a test cannot even be cancelled.
+TEST_TIME_LIMIT = 60.0
+
+
+class TestTimedOut(Exception):
+    """An async test ran past `TEST_TIME_LIMIT` real seconds: something waits for ever."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every async test under the real-time limit."""
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is not None and inspect.iscoroutinefunction(function):
+            item.fixturenames.append("_real_time_limit")  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def _real_time_limit(nursery: trio.Nursery) -> AsyncIterator[None]:
+    """Fail the test (a task of its nursery raises) once it has run `TEST_TIME_LIMIT` s.
+
+    The wait runs in a thread, on the real clock, so it works on a mock clock too.
+    """
+    done = threading.Event()
+
+    async def watch() -> None:
+        if not await trio.to_thread.run_sync(done.wait, TEST_TIME_LIMIT, abandon_on_cancel=True):
+            raise TestTimedOut(
+                f"the test ran for {TEST_TIME_LIMIT:.0f} s of real time: something waits for "
+                "ever (a queue, a pool, a reply)"
+            )
+
+    nursery.start_soon(watch)
+    try:
+        yield
+    finally:
+        done.set()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+STEP_TIME_LIMIT = 60.0  # real seconds one step may take before it fails, not hangs
+
 
 class TrioThread:
     def __init__(self, cushion: float = 0.0) -> None:
@@ -61,10 +63,27 @@ class TrioThread:
         """Run *fn* in the loop, then (unless told not to) let every task settle."""
 
         async def step() -> T:
-            result = await fn(*args)
-            if settle:
-                await trio.testing.wait_all_tasks_blocked(cushion=self.cushion)
-            return result
+            with trio.CancelScope() as scope:
+                # a timer thread cancels a step that outlives the limit (real time: the
+                # loop's clock is a mock one)
+                timer = threading.Timer(
+                    STEP_TIME_LIMIT,
+                    trio.from_thread.run_sync,
+                    (scope.cancel,),
+                    {"trio_token": self._token},
+                )
+                timer.start()
+                try:
+                    result = await fn(*args)
+                    if settle:
+                        await trio.testing.wait_all_tasks_blocked(cushion=self.cushion)
+                    return result
+                finally:
+                    timer.cancel()
+            raise TimeoutError(
+                f"a step ({getattr(fn, '__name__', fn)}) ran for {STEP_TIME_LIMIT:.0f} s of "
+                "real time: something waits for ever"
+            )
 
         return trio.from_thread.run(step, trio_token=self._token)
 
