@@ -1,6 +1,12 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos``, ``bench`` and ``bench_peers``."""
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos``, ``bench``, ``bench_peers``
+and ``mutants`` (mutation testing).
+"""
 
 from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
 
 import nox
 
@@ -79,3 +85,69 @@ def bench_peers(session: nox.Session) -> None:
     install_group(session, "bench")
     install_group(session, "peers")
     session.run("python", "benchmarks/peers.py", *session.posargs)
+
+
+# `nox -s mutants`: the pure modules it mutates, and the unit tests that exercise them.
+MUTATED = ["_retry", "_outcome", "_records", "_payload", "_metrics"]
+MUTMUT_CONFIG = f"""
+[tool.mutmut]
+source_paths = ["trioqueue/"]
+only_mutate = {json.dumps([f"trioqueue/{name}.py" for name in MUTATED])}
+pytest_add_cli_args_test_selection = {json.dumps([f"tests/unit/test{name}.py" for name in MUTATED])}
+also_copy = ["conftest.py"]
+use_git_change_detection = false
+"""
+# The conftest.py of mutmut's working copy, loaded before tests/conftest.py.
+MUTMUT_CONFTEST = """\
+import os
+import sys
+
+from hypothesis import HealthCheck, settings
+
+import trioqueue  # runs fixup_module_metadata, which the loop below partly undoes
+
+# The same examples for every mutant, no example database; and mutmut runs the tests
+# in several pytest sessions in one process, which this health check would refuse.
+settings.register_profile(
+    "mutmut",
+    deadline=None,
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.differing_executors],
+)
+os.environ["HYPOTHESIS_PROFILE"] = "mutmut"  # tests/conftest.py loads the profile named here
+
+# fixup_module_metadata sets the __module__ of public classes' methods to "trioqueue",
+# mutmut's copies of them included; mutmut maps tests to functions by that module.
+for module in list(sys.modules.values()):
+    if getattr(module, "__name__", "").startswith("trioqueue."):
+        for name, value in vars(module).items():
+            if name.startswith("mutants_x") and isinstance(value, dict):
+                for func in value.values():
+                    getattr(func, "__func__", func).__module__ = module.__name__
+"""
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Mutation testing (mutmut) of the pure modules against their unit tests; 1-2 minutes.
+
+    Mutates trioqueue/_retry, _outcome, _records, _payload and _metrics and runs
+    tests/unit/test_{retry,outcome,records,payload,metrics}.py on each mutant, in a
+    fresh copy of the tree under .nox/mutants/tmp/work (never in the source tree).
+    Ends with the mutants that survived; docs/mutation.md explains each. Extra
+    arguments go to ``mutmut run`` (e.g. ``nox -s mutants -- "trioqueue._retry*"``).
+    """
+    session.install(*PYPROJECT["project"]["dependencies"])  # not the package: mutmut's copy
+    install_group(session, "mutants")
+    work = Path(session.create_tmp()).resolve() / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    skip = shutil.ignore_patterns("__pycache__", ".hypothesis")
+    shutil.copytree("trioqueue", work / "trioqueue", ignore=skip)
+    shutil.copytree("tests", work / "tests", ignore=skip)
+    (work / "pyproject.toml").write_text(Path("pyproject.toml").read_text() + MUTMUT_CONFIG)
+    (work / "conftest.py").write_text(MUTMUT_CONFTEST)
+    session.chdir(work)
+    session.run("mutmut", "run", *session.posargs)
+    session.run("mutmut", "results")

@@ -108,6 +108,13 @@ class TestHistogram:
         assert len(histogram._buckets) < 600
         assert histogram.snapshot().count == 100_000
 
+    @pytest.mark.parametrize("tiny", [0.0, 1e-6])
+    def test_values_up_to_a_microsecond_report_one_microsecond(self, tiny):
+        histogram = Histogram()
+        histogram.observe(tiny)
+        histogram.observe(1.0)
+        assert histogram.percentile(0.5) == 1e-6
+
 
 class TestMetrics:
     def test_snapshot_reads_gauges_from_callable(self):

@@ -44,6 +44,18 @@ class TestSuccessAndDrop:
         outcome = decide(trioqueue.Drop("late"), 3, POLICY, _NoRandom())
         assert outcome == Discard(reason="late")
 
+    def test_a_drop_alone_in_an_exception_group_is_a_drop(self):
+        # a handler whose nursery raised Drop: the group holds only the signal
+        outcome = decide(ExceptionGroup("g", [trioqueue.Drop("spam")]), 1, POLICY, _NoRandom())
+        assert outcome == Discard(reason="spam")
+
+    def test_a_group_of_a_drop_and_an_error_is_a_failure(self):
+        group = ExceptionGroup("g", [trioqueue.Drop("x"), ValueError("v")])
+        outcome = decide(group, 1, POLICY, rng())
+        assert isinstance(outcome, RetryAfter)
+        assert outcome.error is not None
+        assert outcome.error.type == "ExceptionGroup"
+
 
 class TestRetrySignal:
     @pytest.mark.parametrize("attempt", [1, 2])

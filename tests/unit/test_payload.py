@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from trioqueue._payload import canonical_json, new_job_id, payload_hash
+from trioqueue._payload import MAX_ID_LENGTH, canonical_json, new_job_id, payload_hash, reply_id
 
 json_scalars = (
     st.none()
@@ -146,3 +147,15 @@ class TestNewJobId:
     def test_unique(self):
         ids = {new_job_id() for _ in range(10_000)}
         assert len(ids) == 10_000
+
+
+class TestReplyId:
+    def test_a_short_id_gets_a_suffix(self):
+        assert reply_id("up-1") == "up-1:reply"
+        longest = "x" * (MAX_ID_LENGTH - len(":reply"))
+        assert reply_id(longest) == longest + ":reply"  # exactly the longest id
+
+    def test_a_long_id_is_hashed_into_a_valid_one(self):
+        job_id = "é" * (MAX_ID_LENGTH - len(":reply") + 1)
+        expected = "reply:" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()
+        assert reply_id(job_id) == expected

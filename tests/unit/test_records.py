@@ -195,6 +195,22 @@ class TestRetention:
         with pytest.raises(trioqueue.ConfigurationError, match=r"Retention\(max_age="):
             Retention(max_age=value)
 
+    @pytest.mark.parametrize("value", [1.5, 2.0, True, False, "3"])
+    def test_max_count_must_be_a_whole_number(self, value):
+        with pytest.raises(
+            trioqueue.ConfigurationError,
+            match=r"Retention\(max_count=.*\): use a whole number >= 0, or None",
+        ):
+            Retention(max_count=value)
+
+    @pytest.mark.parametrize("value", [True, "3", -1])
+    def test_a_bad_max_age_asks_for_seconds(self, value):
+        with pytest.raises(
+            trioqueue.ConfigurationError,
+            match=r"Retention\(max_age=.*\): use a number of seconds >= 0, or None",
+        ):
+            Retention(max_age=value)
+
     def test_error_is_a_value_error(self):
         with pytest.raises(ValueError, match="max_age"):
             Retention(max_age=-5)
