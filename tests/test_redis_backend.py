@@ -107,25 +107,6 @@ async def test_a_record_pushed_by_another_client_is_consumed(redis_server: Redis
         assert all((d.reason or "").startswith("undecodable record: not JSON") for d in dead)
 
 
-async def test_a_stale_owners_late_ack_leaves_the_new_claim_intact(redis_server: RedisServer):
-    clock = {"now": 1000.0}
-    async with trioqueue.RedisBackend(
-        redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: clock["now"]
-    ) as backend:
-        await Queue(backend).enqueue("p", id="j")
-        [old] = await backend.claim(1, lease=5, block=0)
-        clock["now"] += 6
-        assert (await backend.sweep()).recovered == 1
-        [new] = await backend.claim(1, lease=5, block=0)
-        assert not await backend.ack(old)
-        record = await backend.status("j")
-        assert record is not None
-        assert record.state is JobState.PROCESSING
-        assert await backend.ack(new)
-        stats = await backend.stats()
-        assert (stats.recovered, stats.stale, stats.succeeded) == (1, 1, 1)
-
-
 def test_a_simple_queue_needs_no_min_idle():
     backend = trioqueue.RedisBackend("redis://127.0.0.1:1/0", queue="{q}", reliable=False)
     assert not backend.reliable

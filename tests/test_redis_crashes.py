@@ -17,7 +17,7 @@ import trio.testing
 from coredis.tokens import PureToken
 
 import trioqueue
-from trioqueue import JobState, Queue
+from trioqueue import Queue
 
 from .redis_server import RedisServer, find_server_binary
 
@@ -119,26 +119,6 @@ async def test_a_handler_running_ten_times_min_idle_runs_once(redis_server: Redi
                 await Queue(backend).enqueue(i, id=str(i))
         assert sorted(runs) == ["0", "1", "2", "3"]
         assert (await backend.stats()).recovered == 0
-
-
-async def test_a_completed_job_does_not_come_back_after_min_idle(redis_server: RedisServer):
-    name, min_idle = queue_name(), 0.2
-    runs: list[str] = []
-
-    async def handler(job: trioqueue.Job) -> None:
-        runs.append(job.id)
-
-    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
-        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.1):
-            await Queue(backend).enqueue("p", id="done")
-        await trio.sleep(3 * min_idle)
-        await backend.sweep()
-        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.1):
-            pass
-        assert runs == ["done"]
-        record = await backend.status("done")
-        assert record is not None
-        assert record.state is JobState.COMPLETED
 
 
 async def test_a_redis_restart_mid_run_loses_no_job(own_server: RedisServer):

@@ -198,7 +198,8 @@ class WorkerPool:
                 finished=self._finished_in_grace,
                 cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
                 released=self._released,
-                unreturned=self._unreturned,
+                # + what is still held when the deadline cut the wait short
+                unreturned=self._unreturned + len(self._held),
             )
             self._shutdown_done.set()
         logger.info(

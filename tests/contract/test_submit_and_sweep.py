@@ -168,3 +168,8 @@ async def test_a_job_given_back_is_next_in_line_and_a_recovered_one_last(
         assert (await backend.sweep()).recovered == 1
         rest = await backend.claim(3, lease=5, block=0)
         assert [claim.job.id for claim in rest] == ["b", "c", "a"]
+    else:  # at most once: it started, so it never runs again; the others keep their order
+        assert (await backend.sweep()).recovered == 0
+        rest = await backend.claim(3, lease=5, block=0)
+        assert [claim.job.id for claim in rest] == ["b", "c"]
+        assert [dead.id for dead in await backend.dead_letters()] == ["a"]
