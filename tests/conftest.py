@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 import trio
@@ -44,34 +45,40 @@ class TestTimedOut(Exception):
     """An async test ran past `TEST_TIME_LIMIT` real seconds: something waits for ever."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every async test under the real-time limit."""
-    for item in items:
-        function = getattr(item, "function", None)
-        if function is not None and inspect.iscoroutinefunction(function):
-            item.fixturenames.append("_real_time_limit")  # type: ignore[attr-defined]
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Put every async test under the real-time limit (before pytest-trio wraps it)."""
+    test = getattr(item, "obj", None)
+    if test is not None and inspect.iscoroutinefunction(test):
+        item.obj = _limited(test)  # type: ignore[attr-defined]
+    yield
 
 
-@pytest.fixture
-async def _real_time_limit(nursery: trio.Nursery) -> AsyncIterator[None]:
-    """Fail the test (a task of its nursery raises) once it has run `TEST_TIME_LIMIT` s.
+def _limited(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """*test*, failed with `TestTimedOut` once it has run `TEST_TIME_LIMIT` real seconds.
 
-    The wait runs in a thread, on the real clock, so it works on a mock clock too.
+    A timer thread cancels it, on the real clock, so it works on a mock clock too.
     """
-    done = threading.Event()
 
-    async def watch() -> None:
-        if not await trio.to_thread.run_sync(done.wait, TEST_TIME_LIMIT, abandon_on_cancel=True):
+    @functools.wraps(test)
+    async def limited(**kwargs: object) -> None:
+        token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            timer = threading.Timer(
+                TEST_TIME_LIMIT, trio.from_thread.run_sync, (scope.cancel,), {"trio_token": token}
+            )
+            timer.start()
+            try:
+                await test(**kwargs)
+            finally:
+                timer.cancel()
+        if scope.cancelled_caught:
             raise TestTimedOut(
                 f"the test ran for {TEST_TIME_LIMIT:.0f} s of real time: something waits for "
                 "ever (a queue, a pool, a reply)"
             )
 
-    nursery.start_soon(watch)
-    try:
-        yield
-    finally:
-        done.set()
+    return limited
 
 
 @pytest.fixture(scope="session")
