@@ -49,8 +49,11 @@ def free_port() -> int:
 class RedisServer:
     """One private server process; can be killed and restarted on the same port and data."""
 
-    def __init__(self, binary: str, *, appendonly: bool = False) -> None:
+    def __init__(
+        self, binary: str, *, appendonly: bool = False, extra: tuple[str, ...] = ()
+    ) -> None:
         self.binary = binary
+        self.extra = extra  # more server arguments, e.g. ("--maxmemory", "2mb")
         self.port = free_port()
         self.appendonly = appendonly
         self.dir = Path(tempfile.mkdtemp(prefix="trioqueue-redis-"))
@@ -70,6 +73,7 @@ class RedisServer:
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", "always",
             "--logfile", str(self.dir / "server.log"),
+            *self.extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10

@@ -14,6 +14,8 @@ import trioqueue
 EXPECTED = {
     "AddMode",
     "Backend",
+    "BackendOutOfMemory",
+    "BackendRefused",
     "BackendUnavailable",
     "Claim",
     "ConfigurationError",

@@ -24,6 +24,8 @@ except ImportError as _redis_missing:  # the optional extra is not installed
     from ._backends._redis_missing import make_stub
 
     RedisBackend = make_stub(str(_redis_missing))  # type: ignore[misc,assignment]
+from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
+from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
 from ._exceptions import ConfigurationError as ConfigurationError
 from ._exceptions import Drop as Drop
@@ -56,6 +58,8 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AddMode",
     "Backend",
+    "BackendOutOfMemory",
+    "BackendRefused",
     "BackendUnavailable",
     "Claim",
     "ConfigurationError",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 
 __all__ = [
+    "BackendOutOfMemory",
+    "BackendRefused",
     "BackendUnavailable",
     "ConfigurationError",
     "Drop",
@@ -100,6 +102,37 @@ class BackendUnavailable(TrioqueueError, ConnectionError):
         super().__init__(
             f"the backend at {where} could not be reached ({detail}); check that it is up "
             "and reachable. Worker pools retry by themselves; retry this call when it is back"
+        )
+
+
+class BackendRefused(BackendUnavailable):
+    """The backend answered, but refused the call.
+
+    Redis is out of memory, or a key of the queue holds something trioqueue did
+    not put there (changed by hand).
+
+    Worker pools treat a refusal like an outage: they log it and retry with
+    backoff, so a pool never crashes on one. A producer's call fails with it.
+    """
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        ConnectionError.__init__(self, message)
+
+
+class BackendOutOfMemory(BackendRefused):
+    """Redis is out of memory (its ``maxmemory``): it refuses new jobs, nothing was enqueued.
+
+    Workers keep draining the queue meanwhile (claims and outcomes are allowed
+    on a full Redis). Free memory, or raise ``maxmemory``, then retry.
+    """
+
+    def __init__(self, where: str, limit: str) -> None:
+        super().__init__(
+            where,
+            f"Redis at {where} is out of memory (maxmemory {limit}); nothing was enqueued. "
+            "Workers keep draining the queue meanwhile. Free memory (purge dead letters, "
+            "keep fewer finished records with Retention) or raise maxmemory, then retry",
         )
 
 

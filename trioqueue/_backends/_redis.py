@@ -290,15 +290,7 @@ class RedisBackend:
 
     async def pending(self) -> int:
         """Jobs accepted and not finished: ready, stored, or claimed."""
-        client, keys = self._conn.client, self._keys
-        with self._conn.reachable():
-            async with client.pipeline(transaction=True) as pipe:
-                parts = [pipe.llen(keys.ready), pipe.llen(keys.unqueued), pipe.llen(keys.suspects)]
-                if self._mode == "simple":  # claimed jobs are in the claims set only
-                    parts.append(pipe.zcard(keys.claims))
-                else:
-                    parts.append(pipe.llen(keys.processing))
-            return sum([await p for p in parts])
+        return int(await self._run("pending"))
 
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from .._exceptions import BackendUnavailable, ConfigurationError, TrioqueueError
+from .._exceptions import (
+    BackendOutOfMemory,
+    BackendRefused,
+    BackendUnavailable,
+    ConfigurationError,
+    TrioqueueError,
+)
 from .._records import ErrorInfo, JobRecord, JobState
 from ._redis_scripts import load_sources
 
@@ -160,6 +166,8 @@ class RedisConnection:
         """Turn the client's connection errors into `BackendUnavailable`."""
         try:
             yield
+        except BackendUnavailable:
+            raise  # already ours (a refusal is a ConnectionError too)
         except _UNREACHABLE as exc:
             detail = (str(exc) or type(exc).__name__).replace(self._url, self.where)
             raise BackendUnavailable(self.where, detail) from exc
@@ -180,8 +188,9 @@ class RedisConnection:
         with self.reachable():
             async with pool.acquire() as connection:
                 request = connection.create_request(
-                    b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block
-                )
+                    b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block,
+                    raise_exceptions=False,
+                )  # fmt: skip
                 try:
                     reply = await request
                 except trio.Cancelled:
@@ -192,11 +201,34 @@ class RedisConnection:
                                 connection.client_id, PureToken.TIMEOUT
                             )
                         element = await request
-                        if element is not None:
+                        if isinstance(element, bytes):
                             await self.run("unmove", element)
                     raise
+        if isinstance(reply, coredis.exceptions.ResponseError):
+            if not str(reply).startswith("OOM"):
+                raise await self._refusal("BLMOVE", reply)
+            # a full Redis refuses BLMOVE (the claim script is allowed: it found nothing
+            # just now, and no job can be added while Redis is full): wait, then look again
+            await trio.sleep(block)
+            return None
         assert reply is None or isinstance(reply, bytes)
         return reply
+
+    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
+        """What a script's error reply means, as the error to raise."""
+        message = str(exc)
+        if message.startswith("OOM"):  # refused before it ran (see _redis_scripts.FLAGS)
+            limit = "unknown"
+            with contextlib.suppress(Exception), trio.move_on_after(1):
+                reply = await self.client.config_get(["maxmemory"])
+                limit = f"{int(reply.get(b'maxmemory', b'0') or 0) // 1024} KiB"
+            return BackendOutOfMemory(self.where, limit)
+        return BackendRefused(
+            self.where,
+            f"Redis at {self.where} refused {name}: {message}. A worker pool "
+            "retries; if this goes on, a key of the queue may have been changed by hand "
+            f"(the queue's keys start with {self._keys.ready!r})",
+        )
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
@@ -217,7 +249,7 @@ class RedisConnection:
             except coredis.exceptions.ResponseError as exc:
                 _, marker, detail = str(exc).partition("TRIOQUEUE_CONFIG ")
                 if not marker:
-                    raise
+                    raise await self._refusal(f"the {name} script", exc) from exc
                 keys = self._keys
                 raise ConfigurationError(
                     f"queue {keys.ready!r} is set up with {detail} by the processes already "

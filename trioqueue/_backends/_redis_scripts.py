@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Final
 
-__all__ = ["READ_ONLY", "SCRIPT_NAMES", "load_sources"]
+__all__ = ["FLAGS", "READ_ONLY", "SCRIPT_NAMES", "load_sources"]
 
 SCRIPT_NAMES: Final = (
     "add",
@@ -19,19 +19,39 @@ SCRIPT_NAMES: Final = (
     "stats",
     "inspect",
     "unmove",
+    "pending",
 )
 
 
-READ_ONLY: Final = frozenset({"stats", "inspect", "purge_dead", "renew"})
+READ_ONLY: Final = frozenset({"stats", "inspect", "pending", "purge_dead", "renew"})
 """Scripts that do not depend on the queue's shared settings: any user may run them."""
+
+FLAGS: Final = {
+    # Scripts that shrink the data or keep its size run even when Redis is out of
+    # memory, so workers drain a full Redis; the others (add, requeue_dead) are
+    # refused before they start. Without a flags line Redis checks memory only when
+    # a script first calls a growing command, after it may have written already.
+    "claim": "allow-oom",
+    "settle": "allow-oom",
+    "release": "allow-oom",
+    "sweep": "allow-oom",
+    "unmove": "allow-oom",
+    "renew": "allow-oom",
+    "purge_dead": "allow-oom",
+    "stats": "no-writes,allow-oom",
+    "inspect": "no-writes,allow-oom",
+    "pending": "no-writes,allow-oom",
+}
+"""Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 
 
 def load_sources() -> dict[str, str]:
-    """Each script's full source: its READ_ONLY flag, the shared prelude, the script."""
+    """Each script's full source: its flags, its READ_ONLY flag, the prelude, the script."""
     folder = resources.files(__package__).joinpath("lua")
     prelude = folder.joinpath("prelude.lua").read_text(encoding="utf-8")
     return {
-        name: f"local READ_ONLY = {'true' if name in READ_ONLY else 'false'}\n"
+        name: f"#!lua flags={FLAGS.get(name, '')}\n"
+        + f"local READ_ONLY = {'true' if name in READ_ONLY else 'false'}\n"
         + prelude
         + "\n"
         + folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
