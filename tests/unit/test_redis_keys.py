@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trioqueue import ConfigurationError
-from trioqueue._backends._redis_keys import RedisKeys, hash_slot, hash_tag
+from trioqueue._backends._redis_keys import (
+    JOB_INFIX,
+    SUFFIXES,
+    RedisKeys,
+    hash_slot,
+    hash_tag,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,3 +69,31 @@ def test_a_processing_key_on_another_slot_is_refused():
 def test_an_empty_queue_name_is_refused():
     with pytest.raises(ConfigurationError, match="name the queue"):
         RedisKeys.for_queue("")
+
+
+def test_no_key_of_a_queue_is_accepted_as_the_name_of_another():
+    keys = RedisKeys.for_queue("{a}")
+    taken = [*(key for role, key in keys.all_keys().items() if role != "ready"), "{a}.job:r1"]
+    for name in taken:
+        with pytest.raises(ConfigurationError, match="is a key of another queue"):
+            RedisKeys.for_queue(name)
+
+
+# a name, and another that extends it: the shapes in which two queues' keys could meet
+extensions = st.sampled_from([*SUFFIXES, JOB_INFIX, ".job", ".", ""]) | st.text(max_size=6)
+
+
+@given(st.text(max_size=8), extensions, st.text(max_size=6))
+def test_two_accepted_names_never_share_a_key(name, extension, tail):
+    def keys_of(queue: str) -> set[str] | None:
+        try:
+            keys = RedisKeys.for_queue(queue)
+        except ConfigurationError:
+            return None
+        named = {k for role, k in keys.all_keys().items() if role != "job_prefix"}
+        return named | {keys.job_prefix + job_id for job_id in ("j", tail, extension + tail)}
+
+    first, second = "{t}" + name, "{t}" + name + extension + tail
+    a, b = keys_of(first), keys_of(second)
+    if a is not None and b is not None and first != second:
+        assert not a & b

@@ -14,7 +14,7 @@ import attrs
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["SLOTS", "RedisKeys", "hash_slot", "hash_tag"]
+__all__ = ["JOB_INFIX", "SLOTS", "SUFFIXES", "RedisKeys", "hash_slot", "hash_tag"]
 
 SLOTS = 16384
 """Hash slots in a Redis Cluster."""
@@ -34,6 +34,28 @@ def hash_slot(key: str | bytes) -> int:
     """The Redis Cluster slot of *key* (CRC16/XMODEM of its hash tag, modulo 16384)."""
     raw = key.encode() if isinstance(key, str) else key
     return binascii.crc_hqx(hash_tag(raw), 0) % SLOTS
+
+
+SUFFIXES = (
+    ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
+    ".config", ".suspects",
+)  # fmt: skip
+"""What a queue's own keys add to its name; no queue name may end with one."""
+JOB_INFIX = ".job:"
+"""Between a queue's name and a job id in a record's key; no queue name may hold it."""
+
+
+def _check_reserved(queue: str) -> None:
+    """Refuse a name that is, or could be, a key of another queue."""
+    clash = next((s for s in SUFFIXES if queue.endswith(s)), None)
+    if clash is None and JOB_INFIX in queue:
+        clash = JOB_INFIX
+    if clash is not None:
+        raise ConfigurationError(
+            f"RedisBackend(queue={queue!r}): a queue's name may not end with "
+            f"{', '.join(SUFFIXES)} nor contain {JOB_INFIX!r} (found {clash!r}): such a name "
+            "is a key of another queue. Choose another name"
+        )
 
 
 def _suggest(queue: str) -> str:
@@ -75,13 +97,15 @@ class RedisKeys:
         """Derive every key from the queue name; check that they share one slot.
 
         Raises:
-            ConfigurationError: The name is empty, or the keys fall in different
-                cluster slots; the message names the hash tag to use.
+            ConfigurationError: The name is empty, is or could be another queue's key
+                (it ends with one of `SUFFIXES` or holds `JOB_INFIX`), or the keys
+                fall in different cluster slots; the message names the fix.
         """
         if not isinstance(queue, str) or not queue:
             raise ConfigurationError(
                 f"RedisBackend(queue={queue!r}): name the queue, e.g. queue='{{jobs}}'"
             )
+        _check_reserved(queue)
         keys = cls(
             ready=queue,
             processing=processing if processing is not None else f"{queue}.processing",
@@ -93,7 +117,7 @@ class RedisKeys:
             sequence=f"{queue}.seq",
             config=f"{queue}.config",
             suspects=f"{queue}.suspects",
-            job_prefix=f"{queue}.job:",
+            job_prefix=f"{queue}{JOB_INFIX}",
         )
         keys.check_one_slot()
         return keys
