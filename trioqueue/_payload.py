@@ -12,10 +12,39 @@ import json
 import uuid
 from typing import Any
 
-__all__ = ["MAX_ID_LENGTH", "canonical_json", "new_job_id", "payload_hash", "reply_id"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ID_LENGTH",
+    "canonical_json",
+    "decode_payload",
+    "new_job_id",
+    "payload_hash",
+    "reply_id",
+]
 
 MAX_ID_LENGTH = 256
 """The longest job id a queue accepts."""
+
+MAX_DEPTH = 100
+"""The deepest a payload may nest lists and dicts (``[[1]]`` is 2 deep).
+
+Deeper payloads are refused at enqueue: a worker could not decode them without
+running out of stack.
+"""
+
+
+def _check_depth(payload: Any) -> None:
+    """Raise ValueError if *payload* nests deeper than `MAX_DEPTH` (no recursion)."""
+    stack: list[tuple[Any, int]] = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"the job payload nests lists and dicts more than {MAX_DEPTH} levels deep; "
+                "flatten it, or store the deep part elsewhere and send a reference"
+            )
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def canonical_json(payload: Any) -> bytes:
@@ -24,7 +53,10 @@ def canonical_json(payload: Any) -> bytes:
     Raises:
         TypeError: *payload* is not JSON-serialisable (sets, bytes, objects, NaN),
             naming the offending type and what to send instead.
+        ValueError: *payload* nests deeper than `MAX_DEPTH`.
     """
+    if isinstance(payload, dict | list):
+        _check_depth(payload)
     try:
         text = json.dumps(
             payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -35,6 +67,20 @@ def canonical_json(payload: Any) -> bytes:
             f"None), finite numbers only; {exc}. Convert it, e.g. to a dict of plain values"
         ) from None
     return text.encode("utf-8")
+
+
+def decode_payload(encoded: bytes) -> Any:
+    """Decode a stored payload; ValueError for anything that is not JSON we can hold.
+
+    Bad UTF-8, not JSON, and nesting too deep for Python's stack (a record written
+    by another client) all raise ValueError, never RecursionError.
+    """
+    try:
+        return json.loads(encoded)
+    except RecursionError:
+        raise ValueError(
+            "nested too deeply to decode (more than Python's recursion limit)"
+        ) from None
 
 
 def payload_hash(encoded: bytes) -> str:

@@ -69,7 +69,8 @@ class Queue:
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, or *id* is not a str.
-            ValueError: *id* is empty or too long.
+            ValueError: *id* is empty or too long, or *payload* nests lists and
+                dicts more than 100 levels deep.
             IdempotencyConflict: *id* exists with a different payload.
         """
         return await self._backend.add(prepare(payload, id), AddMode.WAIT)

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from trioqueue._payload import MAX_ID_LENGTH, canonical_json, new_job_id, payload_hash, reply_id
+from trioqueue._payload import (
+    MAX_DEPTH,
+    MAX_ID_LENGTH,
+    canonical_json,
+    new_job_id,
+    payload_hash,
+    reply_id,
+)
 
 json_scalars = (
     st.none()
@@ -159,3 +166,23 @@ class TestReplyId:
         job_id = "é" * (MAX_ID_LENGTH - len(":reply") + 1)
         expected = "reply:" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()
         assert reply_id(job_id) == expected
+
+
+def nested(depth: int) -> object:
+    value: object = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+class TestDepth:
+    def test_the_deepest_payload_allowed_encodes(self):
+        assert canonical_json(nested(MAX_DEPTH)).count(b"[") == MAX_DEPTH // 2
+
+    def test_a_payload_one_level_deeper_is_refused_with_the_limit(self):
+        with pytest.raises(ValueError, match=rf"more than {MAX_DEPTH} levels deep; flatten it"):
+            canonical_json(nested(MAX_DEPTH + 1))
+
+    def test_a_payload_deeper_than_pythons_stack_is_refused_not_a_recursion_error(self):
+        with pytest.raises(ValueError, match="levels deep"):
+            canonical_json(nested(5_000))
