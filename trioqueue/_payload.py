@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "MAX_DEPTH",
     "MAX_ID_LENGTH",
+    "MAX_PAYLOAD",
     "canonical_json",
     "decode_payload",
     "new_job_id",
@@ -24,6 +25,9 @@ __all__ = [
 
 MAX_ID_LENGTH = 256
 """The longest job id a queue accepts."""
+
+MAX_PAYLOAD = 1 << 20
+"""The most bytes a payload may take as canonical JSON, unless its `Queue` says other."""
 
 MAX_DEPTH = 100
 """The deepest a payload may nest lists and dicts (``[[1]]`` is 2 deep).

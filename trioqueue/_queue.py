@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from ._backend import AddMode, Backend, NewJob, Receipt
-from ._payload import MAX_ID_LENGTH, canonical_json, new_job_id, payload_hash
+from ._exceptions import ConfigurationError
+from ._payload import MAX_ID_LENGTH, MAX_PAYLOAD, canonical_json, new_job_id, payload_hash
 
 if TYPE_CHECKING:
     from ._metrics import Metrics, MetricsSnapshot
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["Queue", "prepare"]
 
 
-def prepare(payload: Any, job_id: str | None) -> NewJob:
+def prepare(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
     if job_id is None:
         job_id = new_job_id()
@@ -26,6 +27,12 @@ def prepare(payload: Any, job_id: str | None) -> NewJob:
             "leave id=None for a fresh one"
         )
     encoded = canonical_json(payload)
+    if len(encoded) > max_payload:
+        raise ValueError(
+            f"the job payload takes {len(encoded):,} bytes as JSON, over the queue's "
+            f"max_payload of {max_payload:,}; store the bulk elsewhere and send a reference, "
+            "or give the Queue a larger max_payload"
+        )
     return NewJob(id=job_id, encoded=encoded, payload_hash=payload_hash(encoded))
 
 
@@ -40,10 +47,21 @@ class Queue:
 
     Args:
         backend: Where the jobs go, e.g. a `MemoryBackend`.
+        max_payload: The most bytes a payload may take as canonical JSON; a larger
+            one is refused with ValueError before anything is sent. 1 MiB by
+            default: a queue carries references to bulk data, not the data.
+
+    Raises:
+        ConfigurationError: *max_payload* is not a whole number >= 1.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, max_payload: int = MAX_PAYLOAD) -> None:
+        if isinstance(max_payload, bool) or not isinstance(max_payload, int) or max_payload < 1:
+            raise ConfigurationError(
+                f"Queue(max_payload={max_payload!r}): use a whole number of bytes >= 1"
+            )
         self._backend = backend
+        self._max_payload = max_payload
 
     def __repr__(self) -> str:
         return f"<trioqueue.Queue on {self._backend!r}>"
@@ -69,11 +87,11 @@ class Queue:
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, or *id* is not a str.
-            ValueError: *id* is empty or too long, or *payload* nests lists and
-                dicts more than 100 levels deep.
+            ValueError: *id* is empty or too long, or *payload* is larger than
+                *max_payload* or nests lists and dicts more than 100 levels deep.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        return await self._backend.add(prepare(payload, id), AddMode.WAIT)
+        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.WAIT)
 
     async def try_enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
@@ -81,7 +99,7 @@ class Queue:
         Like `enqueue`, but raises `QueueFull` (and accepts nothing) when full.
         A duplicate of an existing job is returned even when the queue is full.
         """
-        return await self._backend.add(prepare(payload, id), AddMode.NOWAIT)
+        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.NOWAIT)
 
     async def submit(self, payload: Any, *, id: str | None = None) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
@@ -91,7 +109,7 @@ class Queue:
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
         `QueueFull`.
         """
-        return await self._backend.add(prepare(payload, id), AddMode.SUBMIT)
+        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.SUBMIT)
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it."""

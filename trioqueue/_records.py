@@ -15,6 +15,7 @@ import attrs
 from ._exceptions import ConfigurationError, InvalidTransition
 
 __all__ = [
+    "MAX_ERROR_TEXT",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "ErrorInfo",
@@ -72,6 +73,10 @@ def check_transition(job_id: str, source: JobState, target: JobState) -> None:
         raise InvalidTransition(job_id, source.value, target.value)
 
 
+MAX_ERROR_TEXT = 4000
+"""The most characters of an exception's message that a record keeps."""
+
+
 @attrs.frozen
 class ErrorInfo:
     """The type and message of the exception that ended an attempt."""
@@ -79,7 +84,7 @@ class ErrorInfo:
     type: str
     """The exception class: ``"ValueError"`` for builtins, else ``"module.Class"``."""
     message: str
-    """``str()`` of the exception."""
+    """``str()`` of the exception, cut to `MAX_ERROR_TEXT` characters."""
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
@@ -88,7 +93,11 @@ class ErrorInfo:
         name = kind.__qualname__
         if kind.__module__ not in ("builtins", "__main__"):
             name = f"{kind.__module__}.{name}"
-        return cls(type=name, message=str(exc))
+        message = str(exc)
+        if len(message) > MAX_ERROR_TEXT:  # a record keeps a bounded account
+            cut = len(message) - MAX_ERROR_TEXT
+            message = f"{message[:MAX_ERROR_TEXT]}… ({cut} more characters)"
+        return cls(type=name, message=message)
 
 
 @attrs.frozen

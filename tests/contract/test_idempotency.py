@@ -6,6 +6,7 @@ import pytest
 
 import trioqueue
 from trioqueue import IdempotencyConflict, Queue, QueueFull
+from trioqueue._queue import prepare
 
 from ..conftest import collect
 
@@ -62,6 +63,25 @@ async def test_a_payload_that_is_not_json_is_refused_with_a_type_error(make_back
         await queue.enqueue(payload, id="bad")
     assert await queue.status("bad") is None
     assert (await queue.stats()).enqueued == 0
+
+
+async def test_a_payload_over_max_payload_is_refused_and_one_at_it_accepted(make_backend):
+    backend = await make_backend()
+    queue = Queue(backend, max_payload=100)
+    at_limit = "x" * 98  # 100 bytes as JSON, with its quotes
+    assert not (await queue.enqueue(at_limit, id="fits")).deduplicated
+    with pytest.raises(ValueError, match="takes 101 bytes as JSON, over the queue's max_payload"):
+        await queue.enqueue(at_limit + "x", id="big")
+    assert await queue.status("big") is None
+    assert (await queue.stats()).enqueued == 1
+    with pytest.raises(trioqueue.ConfigurationError, match="max_payload=0"):
+        Queue(backend, max_payload=0)
+
+
+def test_the_default_payload_limit_is_one_mebibyte():
+    prepare({"k": "x" * ((1 << 20) - 8)}, "fits")  # exactly 1 MiB as JSON
+    with pytest.raises(ValueError, match="1,048,577 bytes"):
+        prepare({"k": "x" * ((1 << 20) - 7)}, "big")
 
 
 @pytest.mark.parametrize(

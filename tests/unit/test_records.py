@@ -10,6 +10,7 @@ import pytest
 
 import trioqueue
 from trioqueue._records import (
+    MAX_ERROR_TEXT,
     TERMINAL_STATES,
     TRANSITIONS,
     ErrorInfo,
@@ -138,6 +139,13 @@ class TestErrorInfo:
     )
     def test_builtins_have_bare_names(self, exc, kind, message):
         assert ErrorInfo.from_exception(exc) == ErrorInfo(type=kind, message=message)
+
+    def test_a_long_message_is_cut_and_says_how_much(self):
+        assert ErrorInfo.from_exception(ValueError("x" * MAX_ERROR_TEXT)).message == (
+            "x" * MAX_ERROR_TEXT
+        )
+        cut = ErrorInfo.from_exception(ValueError("x" * (MAX_ERROR_TEXT + 5))).message
+        assert cut == "x" * MAX_ERROR_TEXT + "… (5 more characters)"
 
     def test_user_exception_is_qualified_by_module(self):
         info = ErrorInfo.from_exception(UserError("boom"))
