@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -42,14 +43,20 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
     [
         ({"queue": "thumbnails", "min_idle": 30}, r"queue='\{thumbnails\}'"),
         ({"queue": "{q}"}, r"min_idle=None.*pass min_idle=<seconds>"),
-        ({"queue": "{q}", "min_idle": 0}, r"min_idle=0.*> 0"),
+        ({"queue": "{q}", "min_idle": 0}, r"min_idle=0\): use a number of seconds from 0.001"),
+        ({"queue": "{q}", "min_idle": 1e300}, r"min_idle=1e\+300\): .* \(a century\)"),
+        ({"queue": "{q}", "min_idle": 30, "key_ttl": 1e15}, r"key_ttl=1000000000000000.0\): .*; None for no"),
+        (
+            {"queue": "{q}", "min_idle": 30, "retention": trioqueue.Retention(max_age=math.inf)},
+            r"max_age=inf\)\): Redis keeps a record at most .* use max_age=None",
+        ),
         ({"queue": "{q}", "min_idle": 10, "recovery_ttl": 10}, r"must exceed min_idle"),
         ({"queue": "{q}", "min_idle": 30, "capacity": 0}, r"capacity=0"),
         (
             {"queue": "{q}", "min_idle": 30, "processing": "other.processing"},
             r"different Redis Cluster slots",
         ),
-        ({"queue": "{q}", "min_idle": 30, "key_ttl": 0}, r"key_ttl=0.*> 0"),
+        ({"queue": "{q}", "min_idle": 30, "key_ttl": 0}, r"key_ttl=0\): use a number of seconds"),
         ({"queue": "{q}", "min_idle": 30, "max_deliveries": 0}, r"max_deliveries=0.*>= 1"),
         (
             {"queue": "{q}", "reliable": False, "recovery_zset": "{q}.claims"},

@@ -78,11 +78,15 @@ class InvalidTransition(TrioqueueError, RuntimeError):
 class JobNotFound(TrioqueueError, LookupError):
     """No job with this id is held (never enqueued, or evicted after retention)."""
 
-    def __init__(self, job_id: str, where: str = "jobs") -> None:
+    def __init__(self, job_id: str, where: str = "jobs", why: str | None = None) -> None:
         self.job_id = job_id
         super().__init__(
-            f"no job {job_id!r} among the {where}; list them to check the id "
-            "(finished jobs are forgotten after the backend's retention)"
+            f"no job {job_id!r} among the {where}; "
+            + (
+                why
+                or "list them to check the id (finished jobs are forgotten after the "
+                "backend's retention)"
+            )
         )
 
 

@@ -10,7 +10,6 @@ so a crash between the two cannot strand a job.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from typing import TYPE_CHECKING, Any, Final, Self, final
@@ -33,6 +32,7 @@ from .._exceptions import (
     QueueFull,
 )
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
+from .._payload import decode_payload
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
@@ -51,13 +51,38 @@ _INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with
 _SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
 
 
+def _whole(value: bytes | None) -> int:
+    """A count read from Redis; 0 if missing or not a number (a record changed by hand)."""
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def _seconds_or_zero(value: bytes | None) -> float:
+    """A time read from Redis; 0.0 if missing or not a number."""
+    try:
+        return float(value or 0)
+    except ValueError:
+        return 0.0
+
+
+_SHORTEST: Final = 0.001  # Redis keeps its timers in milliseconds
+_LONGEST: Final = 100 * 365 * 24 * 3600.0  # a century: every timer script stays exact
+
+
 def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None:
+    """Check a duration against what Redis's timers hold, before any script runs."""
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds")
-    if value <= 0:
-        raise ConfigurationError(f"RedisBackend({name}={value!r}): use a number of seconds > 0")
+    if not _SHORTEST <= value <= _LONGEST:
+        raise ConfigurationError(
+            f"RedisBackend({name}={value!r}): use a number of seconds from {_SHORTEST} "
+            f"(Redis keeps time in milliseconds) to {_LONGEST:.0f} (a century)"
+            + ("; None for no limit" if allow_none else "")
+        )
 
 
 @final
@@ -183,6 +208,12 @@ class RedisBackend:
         self._min_idle = float(min_idle)
         self._recovery_ttl = recovery_ttl
         self._retention = checked_retention("RedisBackend", retention)
+        if self._retention.max_age is not None and self._retention.max_age > _LONGEST:
+            raise ConfigurationError(
+                f"RedisBackend(retention=Retention(max_age={self._retention.max_age!r})): "
+                f"Redis keeps a record at most {_LONGEST:.0f} s (a century); use "
+                "max_age=None for no age limit"
+            )
         self._clock = clock
         self._mode = "reliable" if reliable else "simple"
         self._key_ttl = key_ttl
@@ -304,7 +335,15 @@ class RedisBackend:
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
-        if not await self._run("requeue_dead", job_id):
+        done = int(await self._run("requeue_dead", job_id))
+        if done == -1:
+            raise JobNotFound(
+                job_id,
+                "dead letters with a record",
+                "its id is on the dead-letter list but its record is gone (deleted by "
+                "hand); nothing was requeued. Forget the id with purge_dead",
+            )
+        if not done:
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
         record = await self.status(job_id)
@@ -356,22 +395,23 @@ class RedisBackend:
         """Turn claimed rows into claims; dead-letter the ones Python cannot decode.
 
         Lua's cjson accepts a few things Python's json does not (``nan``, hex
-        numbers, invalid UTF-8 in strings); such a job must not crash the pool.
+        numbers, invalid UTF-8 in strings, nesting deeper than Python's stack); such
+        a job must not crash the pool: it becomes a dead letter with the reason.
         """
         claims = []
         for job_id, payload, attempts, token, ready_at, suspect in rows:
+            job_attempt = _whole(attempts) + 1
+            at = _seconds_or_zero(ready_at)
             try:
-                decoded = json.loads(payload)
+                decoded = decode_payload(payload)
             except ValueError as exc:
-                job = Job(id=text(job_id), payload=None, attempt=int(attempts) + 1)
-                poison = Claim(job=job, token=text(token), ready_at=float(ready_at))
+                job = Job(id=text(job_id), payload=None, attempt=job_attempt)
+                poison = Claim(job=job, token=text(token), ready_at=at)
                 reason = f"undecodable record: not JSON ({exc})"
                 await self._settle(poison, "dead", None, reason)
                 continue
-            job = Job(id=text(job_id), payload=decoded, attempt=int(attempts) + 1)
-            claims.append(
-                Claim(job=job, token=text(token), ready_at=float(ready_at), suspect=suspect == b"1")
-            )
+            job = Job(id=text(job_id), payload=decoded, attempt=job_attempt)
+            claims.append(Claim(job=job, token=text(token), ready_at=at, suspect=suspect == b"1"))
         return claims
 
     async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
