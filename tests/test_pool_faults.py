@@ -350,3 +350,27 @@ async def test_the_pool_never_holds_more_than_its_workers_and_prefetch(autojump_
         pools.append(pool)
     assert sorted(ran) == list(range(200))
     assert max(sizes) > 1  # claims do carry several jobs
+
+
+async def test_one_cause_failing_the_pool_and_its_body_is_raised_once(autojump_clock):
+    memory = trioqueue.MemoryBackend()
+
+    class Misconfigured:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(memory, name)
+
+        async def claim(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConfigurationError("queue set up with capacity=10 by others")
+
+        async def add(self, *args: Any, **kwargs: Any) -> Any:
+            with trio.CancelScope(shield=True):  # as a Redis script: it runs to its reply
+                await trio.sleep(1)  # the pool fails meanwhile, on the same cause
+            raise ConfigurationError("queue set up with capacity=10 by others")
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise AssertionError("no job is ever claimed")
+
+    with pytest.raises(ConfigurationError, match="capacity=10") as caught:
+        async with trioqueue.open_worker_pool(Misconfigured(), handler):  # type: ignore[arg-type]
+            await Queue(Misconfigured()).enqueue("p")  # type: ignore[arg-type]
+    assert not isinstance(caught.value, BaseExceptionGroup)

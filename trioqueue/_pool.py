@@ -13,6 +13,7 @@ the backend in one shielded call, so stopping never loses a job.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -508,6 +509,18 @@ class WorkerPool:
             )
 
 
+def _check_handler(handler: object) -> None:
+    """Refuse a handler that is not an async function (or an object with an async __call__)."""
+    call = getattr(handler, "__call__", None)  # noqa: B004 - an instance with async __call__
+    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
+        return
+    name = getattr(handler, "__name__", type(handler).__name__)
+    raise TypeError(
+        f"open_worker_pool(handler={name}): the handler must be an async function; define it "
+        f"as `async def {name}(job): ...` (a plain def would run, then fail every attempt)"
+    )
+
+
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
         group = group.exceptions[0]  # type: ignore[assignment]
@@ -567,7 +580,9 @@ async def open_worker_pool(
 
     Raises:
         ConfigurationError: A setting is out of range; the message names it.
+        TypeError: *handler* is not an async function.
     """
+    _check_handler(handler)
     config = PoolConfig(
         workers=workers,
         retry=RetryPolicy() if retry is None else retry,
@@ -601,6 +616,8 @@ async def open_worker_pool(
         pool_error = _unwrap(group)
         if body_error is None or isinstance(body_error, trio.Cancelled):
             raise pool_error from None  # the body was only cancelled because the pool failed
+        if type(body_error) is type(pool_error) and str(body_error) == str(pool_error):
+            raise body_error from None  # one cause seen twice (a queue set up otherwise)
         raise BaseExceptionGroup(
             "the worker pool failed while its body was failing", [body_error, pool_error]
         ) from None

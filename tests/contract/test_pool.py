@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import trio
 
@@ -156,6 +158,46 @@ async def test_bad_pool_settings_are_refused_before_anything_starts(make_backend
         async with trioqueue.open_worker_pool(backend, handler, **options):
             pass
     assert await backend.pending() == 1
+
+
+def sync_handler(job: trioqueue.Job) -> None:
+    pass
+
+
+class AsyncCallable:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def __call__(self, job: trioqueue.Job) -> None:
+        self.seen.append(job.id)
+
+
+@pytest.mark.parametrize(
+    "handler", [sync_handler, lambda job: None, 42], ids=["def", "lambda", "int"]
+)
+async def test_a_handler_that_is_not_async_is_refused_before_any_job_runs(make_backend, handler):
+    backend = await make_backend()
+    await Queue(backend).enqueue("p", id="j")
+    with pytest.raises(TypeError, match=r"must be an async function; define it as `async def"):
+        async with trioqueue.open_worker_pool(backend, handler):
+            pass
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.RECEIVED, 0)
+
+
+async def test_an_async_callable_object_and_a_partial_are_handlers(make_backend, autojump_clock):
+    backend = await make_backend()
+    target = AsyncCallable()
+    seen: list[str] = []
+
+    async def handler(job: trioqueue.Job, into: list[str]) -> None:
+        into.append(job.id)
+
+    for one in (target, functools.partial(handler, into=seen)):
+        async with trioqueue.open_worker_pool(backend, one):
+            await Queue(backend).enqueue("p")
+    assert (len(target.seen), len(seen)) == (1, 1)
 
 
 async def test_a_handlers_result_is_published_to_reply_to(make_backend, autojump_clock):
