@@ -271,7 +271,10 @@ def test_retry_refuses_a_delay_that_is_not_a_finite_number(delay):
 
 @pytest.mark.parametrize("grace", [-1, math.inf])
 async def test_a_bad_grace_names_shutdown(grace):
-    async with trioqueue.open_worker_pool(trioqueue.MemoryBackend(), lambda job: None) as pool:  # type: ignore[arg-type,return-value]
+    async def handler(job: trioqueue.Job) -> None:
+        pass
+
+    async with trioqueue.open_worker_pool(trioqueue.MemoryBackend(), handler) as pool:
         with pytest.raises(ConfigurationError, match=r"WorkerPool.shutdown\(grace="):
             await pool.shutdown(grace)
 

@@ -515,6 +515,7 @@ def _check_handler(handler: object) -> None:
     if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
         return
     name = getattr(handler, "__name__", type(handler).__name__)
+    name = "handler" if name == "<lambda>" else name
     raise TypeError(
         f"open_worker_pool(handler={name}): the handler must be an async function; define it "
         f"as `async def {name}(job): ...` (a plain def would run, then fail every attempt)"
