@@ -153,8 +153,13 @@ def orphans_of(pid: int, events: list[tuple[str, str, int, float]]) -> list[str]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The crash test in a temporary directory of its own, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="trioqueue-chaos-") as folder:
+        return run_in(args, Path(folder))
+
+
+def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    workdir = Path(tempfile.mkdtemp(prefix="trioqueue-chaos-"))
     log = workdir / "executions.log"
     server = RedisServer(find_server_binary(), appendonly=True)
     server.start()

@@ -8,6 +8,7 @@ Redis restarts once (see ``chaos.py`` for the targets it checks).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from pathlib import Path
 CHAOS = Path(__file__).with_name("chaos.py")
 
 
-def test_a_short_chaos_run_meets_every_target():
+def test_a_short_chaos_run_meets_every_target(tmp_path: Path):
+    scratch = tmp_path / "tmp"  # the run's own temporary files go here, and must go away
+    scratch.mkdir()
     result = subprocess.run(
         [
             sys.executable, str(CHAOS), "--jobs", "300", "--poison", "2", "--workers", "2",
@@ -25,6 +28,7 @@ def test_a_short_chaos_run_meets_every_target():
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     assert result.stdout, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -34,3 +38,4 @@ def test_a_short_chaos_run_meets_every_target():
     assert report["sigkills"] >= 3  # the faults did happen
     assert (report["sigterms"], report["redis_restarts"]) == (1, 1)
     assert report["crashes_by_poison"] >= 2
+    assert list(scratch.iterdir()) == []  # no logs, no Redis data left behind

@@ -39,16 +39,23 @@ class RetryPolicy:
     ``[0, min(max_delay, base_delay * 2 ** (n - 1))]`` ("full jitter"), then goes
     back on the queue. After *max_attempts* failed attempts it is dead-lettered.
 
+    The defaults (8 attempts, 1 s doubling, at most 10 minutes) spread a failing
+    job's retries over about one to two minutes: an outage of what the handler
+    talks to (a restart, a deploy, a network blip) does not dead-letter the jobs
+    that met it, and a job that can never succeed still reaches the dead letters
+    soon enough to be seen. Tighten them for fast feedback, loosen them for
+    slow-healing dependencies.
+
     Raises:
         ConfigurationError: *max_attempts* < 1, a negative delay, or
             *max_delay* < *base_delay*.
     """
 
-    max_attempts: int = attrs.field(default=5, validator=_positive_int)
+    max_attempts: int = attrs.field(default=8, validator=_positive_int)
     """Attempts in all, the first included."""
-    base_delay: float = attrs.field(default=0.1, validator=_non_negative)
+    base_delay: float = attrs.field(default=1.0, validator=_non_negative)
     """Upper bound of the first delay, in seconds; it doubles per failure."""
-    max_delay: float = attrs.field(default=30.0, validator=_non_negative)
+    max_delay: float = attrs.field(default=600.0, validator=_non_negative)
     """Cap on the upper bound of any delay, in seconds."""
 
     def __attrs_post_init__(self) -> None:

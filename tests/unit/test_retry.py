@@ -47,7 +47,14 @@ class _EdgeRandom(random.Random):
 class TestValidation:
     def test_defaults(self):
         policy = RetryPolicy()
-        assert (policy.max_attempts, policy.base_delay, policy.max_delay) == (5, 0.1, 30.0)
+        assert (policy.max_attempts, policy.base_delay, policy.max_delay) == (8, 1.0, 600.0)
+
+    def test_the_defaults_outlast_a_short_outage(self):
+        # every retry delay's upper bound, summed: the longest a failing job lives
+        policy = RetryPolicy()
+        bounds = [policy.backoff_bound(n) for n in range(1, policy.max_attempts)]
+        assert bounds == [1, 2, 4, 8, 16, 32, 64]
+        assert sum(bounds) == 127
 
     @pytest.mark.parametrize("value", [0, -1, -100])
     def test_max_attempts_below_one(self, value):
