@@ -119,9 +119,10 @@ class JobRecord:
     """Whether the job sits on the ready queue; False for a job stored by
     `Queue.submit` while the queue was full, until room frees."""
     created_at: float
-    """When the job was accepted, on the backend's clock."""
+    """When the job was accepted: wall-clock seconds since the epoch (the Redis
+    server's clock on Redis)."""
     updated_at: float
-    """When the record last changed, on the backend's clock."""
+    """When the record last changed, in the same terms as *created_at*."""
     last_error: ErrorInfo | None = None
     """The exception that ended the last failed attempt, if any."""
     reason: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import time
 from typing import TYPE_CHECKING, Final, final
 
 import attrs
@@ -54,7 +55,8 @@ class _Entry:
         self.state = target
         self.updated_at = now
 
-    def record(self) -> JobRecord:
+    def record(self, wall_offset: float) -> JobRecord:
+        """The record, its times moved from Trio's clock to the wall clock by *wall_offset*."""
         return JobRecord(
             id=self.id,
             payload=json.loads(self.encoded),
@@ -62,8 +64,8 @@ class _Entry:
             state=self.state,
             attempts=self.attempts,
             queued=self.queued,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
+            created_at=self.created_at + wall_offset,
+            updated_at=self.updated_at + wall_offset,
             last_error=self.last_error,
             reason=self.reason,
         )
@@ -92,6 +94,7 @@ class MemoryBackend:
         self, capacity: int = 1000, *, retention: Retention | int = _DEFAULT_RETENTION
     ) -> None:
         self._capacity = checked_capacity("MemoryBackend", capacity)
+        self._epoch_offset: float | None = None  # see _wall_offset
         self._retention = checked_retention("MemoryBackend", retention)
         self._records: dict[str, _Entry] = {}
         self._ready: collections.deque[_Entry] = collections.deque()
@@ -138,8 +141,23 @@ class MemoryBackend:
         return True
 
     def now(self) -> float:
-        """Trio's clock."""
-        return trio.current_time()
+        """Trio's clock: leases, ages and waits run on it (a mock clock in tests)."""
+        now = trio.current_time()
+        if self._epoch_offset is None:
+            self._epoch_offset = time.time() - now
+        return now
+
+    def _wall_offset(self) -> float:
+        """Add to a time on Trio's clock to get wall-clock seconds since the epoch.
+
+        Fixed when the backend first reads the time, so records keep the order and
+        spacing of Trio's clock (exact on a mock clock) and read as dates, as
+        Redis's records do.
+        """
+        if self._epoch_offset is None:
+            self.now()
+        assert self._epoch_offset is not None
+        return self._epoch_offset
 
     # --- bookkeeping -----------------------------------------------------------------
 
@@ -276,7 +294,7 @@ class MemoryBackend:
         """The record of *job_id*, or None if unknown or evicted."""
         await trio.lowlevel.checkpoint()
         entry = self._records.get(job_id)
-        return None if entry is None else entry.record()
+        return None if entry is None else entry.record(self._wall_offset())
 
     async def stats(self) -> MetricsSnapshot:
         """The same as ``metrics.snapshot()``: one process holds everything."""
@@ -291,7 +309,7 @@ class MemoryBackend:
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""
         await trio.lowlevel.checkpoint()
-        return [self._records[job_id].record() for job_id in self._dead]
+        return [self._records[job_id].record(self._wall_offset()) for job_id in self._dead]
 
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget one dead letter, or all of them; return how many were forgotten."""
@@ -315,7 +333,7 @@ class MemoryBackend:
         entry.reason = None
         self._schedule(entry, now)
         self._metrics.dead_requeued += 1
-        record = entry.record()
+        record = entry.record(self._wall_offset())
         await trio.lowlevel.cancel_shielded_checkpoint()
         return record
 
