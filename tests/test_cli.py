@@ -152,3 +152,15 @@ def test_verbosity_flags_choose_which_job_outcomes_are_logged(flags, shown, hidd
         assert text in result.stderr
     for text in hidden:
         assert text not in result.stderr
+
+
+def test_printable_escapes_control_characters_and_leaves_the_rest_alone():
+    from trioqueue._cli_args import printable
+
+    assert printable("a\x1b[31m\nb\tc\rd\x00\x7f\x85\x9b") == (
+        "a\\x1b[31m\\nb\\tc\\rd\\x00\\x7f\\x85\\x9b"
+    )
+    assert printable("\u202eevil\u2028x\u2066") == "\\u202eevil\\u2028x\\u2066"
+    unchanged = "caf\u00e9 \u6f22\u5b57 \U0001f389 \\ 'single' \"double\" \u00a0~"
+    assert printable(unchanged) == unchanged
+    assert printable(None) == "None"

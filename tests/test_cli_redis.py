@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from .redis_server import RedisServer
 
@@ -35,7 +35,13 @@ def queue_name() -> str:
     return "{cli-" + uuid.uuid4().hex[:10] + "}"
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path = HERE,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``trioqueue`` with *args*; *env* adds to the environment, without its Redis URL."""
     return subprocess.run(
         [sys.executable, "-m", "trioqueue", *args],
         input=stdin,
@@ -43,8 +49,15 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
         text=True,
         timeout=TIMEOUT,
         check=False,
-        cwd=HERE,
+        cwd=cwd,
+        env=environment(env),
     )
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment, plus *extra*, without a ``TRIOQUEUE_REDIS_URL`` of its own."""
+    env = {k: v for k, v in os.environ.items() if k != "TRIOQUEUE_REDIS_URL"}
+    return {**env, **(extra or {})}
 
 
 class Target:
@@ -74,13 +87,25 @@ class Target:
 class Worker:
     """A ``trioqueue worker`` subprocess whose output lines are read as they come."""
 
-    def __init__(self, target: Target, handler: str, *options: str) -> None:
-        command = [
-            sys.executable, "-m", "trioqueue", "worker", handler,
-            "--redis", target.url, "--queue", target.queue, *options,
-        ]  # fmt: skip
+    def __init__(
+        self,
+        target: Target,
+        handler: str,
+        *options: str,
+        env: dict[str, str] | None = None,
+        cwd: Path = HERE,
+        program: Sequence[str] = (sys.executable, "-m", "trioqueue"),
+    ) -> None:
+        """Run *handler* on *target*'s queue: ``--redis`` names it unless *env* has the URL."""
+        url = [] if env and "TRIOQUEUE_REDIS_URL" in env else ["--redis", target.url]
+        command = [*program, "worker", handler, *url, "--queue", target.queue, *options]
         self.process = subprocess.Popen(
-            command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command,
+            cwd=cwd,
+            env=environment(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.out: stdlib_queue.Queue[str] = stdlib_queue.Queue()
         self.err: stdlib_queue.Queue[str] = stdlib_queue.Queue()
@@ -98,10 +123,24 @@ class Worker:
             lines.put(line.rstrip("\n"))
 
     def wait_for(self, lines: stdlib_queue.Queue[str], prefix: str, count: int = 1) -> list[str]:
+        """The next *count* lines with *prefix*; fails at once if the worker exits first."""
         found: list[str] = []
         deadline = time.monotonic() + TIMEOUT
         while len(found) < count:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            try:
+                line = lines.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except stdlib_queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise
+                if self.process.poll() is not None and not any(p.is_alive() for p in self.pumps):
+                    while not self.err.empty():
+                        self.err_text.append(self.err.get_nowait())
+                    tail = "\n".join(self.err_text[-5:])
+                    raise AssertionError(
+                        f"the worker exited ({self.process.returncode}) before {count} lines "
+                        f"with {prefix!r}; it wrote:\n{tail}"
+                    ) from None
+                continue
             if lines is self.err:
                 self.err_text.append(line)
             if line.startswith(prefix) or (lines is self.err and prefix in line):
@@ -500,3 +539,358 @@ def test_demo_queue_needs_redis():
     result = cli("demo", "--queue", "{q}")
     assert result.returncode == 2
     assert "--queue names a Redis queue" in result.stderr
+
+
+# --- where the URL comes from -----------------------------------------------------------
+
+URL_ENV = "TRIOQUEUE_REDIS_URL"
+
+
+def dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+@pytest.mark.parametrize(
+    ("redis", "file", "env", "used"),
+    [
+        ("good", None, None, "good"),
+        (None, "good", None, "good"),
+        (None, None, "good", "good"),
+        ("good", "dead", "dead", "good"),
+        ("dead", "good", "good", "dead"),
+        (None, "good", "dead", "good"),
+        (None, "dead", "good", "dead"),
+    ],
+)
+def test_the_url_is_taken_from_redis_then_the_file_then_the_environment(
+    redis_server, tmp_path, redis, file, env, used
+):
+    urls = {"good": redis_server.url, "dead": dead_url()}
+    args = ["stats", "--queue", queue_name(), "--interval", "0.01"]
+    if redis is not None:
+        args += ["--redis", urls[redis]]
+    if file is not None:
+        path = tmp_path / "redis-url"
+        path.write_text(urls[file] + "\n")
+        args += ["--redis-url-file", str(path)]
+    result = cli(*args, env={URL_ENV: urls[env]} if env is not None else None)
+    if used == "good":
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 1
+        assert f"the backend at {urls['dead']} could not be reached" in result.stderr
+
+
+@pytest.mark.parametrize("source", ["file", "env"])
+@pytest.mark.parametrize(
+    "command", [["enqueue", '{"n": 1}'], ["stats"], ["dead", "list"]], ids=lambda c: c[0]
+)
+def test_every_redis_command_takes_the_url_from_a_file_or_the_environment(
+    redis_server, tmp_path, source, command
+):
+    path = tmp_path / "redis-url"
+    path.write_text(redis_server.url)
+    given = ["--redis-url-file", str(path)] if source == "file" else []
+    result = cli(
+        *command, *given, "--queue", queue_name(),
+        env={URL_ENV: redis_server.url} if source == "env" else None,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_a_url_the_command_says_the_three_ways_to_give_one():
+    result = cli("stats", "--queue", "{q}")
+    assert result.returncode == 2
+    for way in ("--redis URL", "--redis-url-file PATH", URL_ENV):
+        assert way in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["worker", "enqueue", "stats", "dead"])
+def test_help_says_which_url_is_taken_first(command):
+    result = cli(command, "--help", env={"COLUMNS": "1000"})  # no wrapping
+    assert result.returncode == 0
+    assert "--redis-url-file PATH" in result.stdout
+    assert (
+        "The first given is used: --redis, then --redis-url-file, then $TRIOQUEUE_REDIS_URL"
+        in result.stdout
+    )
+    assert "shows in `ps`" in result.stdout
+
+
+def test_the_demo_reads_the_url_file_but_not_the_environment(tmp_path):
+    path = tmp_path / "redis-url"
+    path.write_text(dead_url())
+    from_file = cli("demo", "--jobs", "10", "--json", "--redis-url-file", str(path))
+    assert from_file.returncode == 1
+    assert "could not be reached" in from_file.stderr
+    # a variable exported for the other commands leaves the demo in memory
+    in_memory = cli("demo", "--jobs", "10", "--json", env={URL_ENV: dead_url()})
+    assert in_memory.returncode == 0, in_memory.stderr
+    help_text = cli("demo", "--help", env={"COLUMNS": "1000"}).stdout
+    assert "(this command does not read $TRIOQUEUE_REDIS_URL)" in help_text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read it (No such file or directory)"),
+        (b"", "holds no line"),
+        (b"\n  \n", "holds no line"),
+        (b"redis://a:1/0\nredis://b:2/0\n", "holds 2 lines"),
+        (b"\xff\n", "is not UTF-8 text"),
+    ],
+)
+def test_a_bad_url_file_is_a_one_line_error(tmp_path, content, message):
+    path = tmp_path / "redis-url"
+    if content is not None:
+        path.write_bytes(content)
+    result = cli("stats", "--queue", "{q}", "--redis-url-file", str(path))
+    assert result.returncode == 2
+    assert f"--redis-url-file {path}" in result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- the password is never shown ---------------------------------------------------------
+
+# a password whose pieces, between the characters a URL reserves, no other text holds
+SECRET = "Zq@Xy#7?Kw"
+PIECES = ("Zq", "Xy", "Kw")
+
+
+@pytest.mark.parametrize("source", ["--redis", "file", "env"])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", "percent-encode special characters"),
+        (f"redis://alice:{SECRET}@127.0.0.1:6379/0", "percent-encode special characters"),
+        ("redis://:ZqXyKw", "its port is not a number"),  # the host forgotten
+        ("ZqXyKw@localhost:6379", "it has no scheme"),
+        ("http://:ZqXyKw@localhost:6379", "http:// is not a Redis scheme"),
+    ],
+)
+def test_a_bad_url_is_refused_without_echoing_it(tmp_path, source, url, message):
+    args = ["stats", "--queue", "{q}"]
+    env = None
+    if source == "--redis":
+        args += ["--redis", url]
+    elif source == "file":
+        path = tmp_path / "redis-url"
+        path.write_text(url)
+        args += ["--redis-url-file", str(path)]
+    else:
+        env = {URL_ENV: url}
+    result = cli(*args, env=env)
+    assert result.returncode == 2
+    assert "not a Redis URL" in result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    for piece in PIECES:
+        assert piece not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "redis://:{encoded}@127.0.0.1:{port}/0",
+        "redis://alice:{encoded}@127.0.0.1:{port}/0",
+        "redis://127.0.0.1:{port}/0?password={encoded}",
+        "redis://127.0.0.1:{port}/0?db=0&password={encoded}&client_name=w",
+        "redis://alice:Zq@Xy@Kw@127.0.0.1:{port}/0",  # a raw `@` is allowed
+        "redis://ZqXyKw@127.0.0.1:{port}/0",  # a password without its colon
+    ],
+)
+@pytest.mark.parametrize("command", [["enqueue", '{"n": 1}'], ["stats"]], ids=lambda c: c[0])
+def test_no_form_of_password_reaches_the_error_messages(form, command):
+    import urllib.parse
+
+    url = form.format(encoded=urllib.parse.quote(SECRET, safe=""), port=free_port())
+    result = cli(*command, "--redis", url, "--queue", "{q}")
+    assert result.returncode == 1
+    assert "could not be reached" in result.stderr
+    assert "***" in result.stderr
+    for piece in PIECES:
+        assert piece not in result.stderr
+
+
+# --- refused credentials ------------------------------------------------------------------
+
+
+def remaining_lines(worker: Worker) -> list[str]:
+    """Every line the worker wrote to standard error, once it has exited."""
+    for pump in worker.pumps:
+        pump.join(timeout=TIMEOUT)
+    lines = list(worker.err_text)
+    while not worker.err.empty():
+        lines.append(worker.err.get_nowait())
+    return lines
+
+
+def test_a_worker_waits_out_refused_credentials_and_carries_on(workers):
+    import urllib.parse
+
+    from .test_redis_url import ENCODED, PASSWORD, redis_command, start_password_server
+
+    server = start_password_server()
+    try:
+        target = Target(server)
+        target.url = f"redis://:{ENCODED}@127.0.0.1:{server.port}/0"
+        target.enqueue_lines(2)
+        port = free_port()
+        # the URL from the environment: the password is not on the command line
+        worker = Worker(
+            target, "cli_handlers:record", "--metrics-port", str(port), env={URL_ENV: target.url}
+        )
+        workers.append(worker)
+        assert sorted(worker.wait_for(worker.out, "ran", 2)) == ["ran j0", "ran j1"]
+        started = worker.wait_for(worker.err, "worker on reliable queue")[0]
+        assert f"at redis://:***@127.0.0.1:{server.port}/0" in started
+
+        time.sleep(1.5)  # idle: the fetcher waits in BLMOVE
+        other = "0ther-pw"
+        assert redis_command(
+            server.port, "CONFIG", "SET", "requirepass", other, password=PASSWORD
+        ) == b"+OK\r\n"  # fmt: skip
+        redis_command(server.port, "CLIENT", "KILL", "TYPE", "normal", password=other)
+        refused = worker.wait_for(worker.err, "refused the credentials")[0]
+        assert " ERROR trioqueue." in refused
+        assert "check the password and the ACL user" in refused
+        time.sleep(1)  # it retries, and goes on running
+        assert worker.process.poll() is None
+
+        meanwhile = Target(server)
+        meanwhile.url = f"redis://:{urllib.parse.quote(other)}@127.0.0.1:{server.port}/0"
+        meanwhile.queue = target.queue
+        for job_id in ("k0", "k1"):
+            result = meanwhile.run("enqueue", '{"n": 1}', "--id", job_id)
+            assert result.returncode == 0, result.stderr
+        redis_command(server.port, "CONFIG", "SET", "requirepass", PASSWORD, password=other)
+        assert sorted(worker.wait_for(worker.out, "ran", 2)) == ["ran k0", "ran k1"]
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            metrics = reply.read().decode()
+        assert "trioqueue_succeeded_total" in metrics
+        worker.signal(signal.SIGTERM)
+        assert worker.exit_status() == 0
+        logged = "\n".join(remaining_lines(worker))
+        for secret in (PASSWORD, ENCODED, other):
+            assert secret not in logged
+            assert secret not in metrics
+    finally:
+        server.close()
+
+
+# --- the metrics endpoint -----------------------------------------------------------------
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (as /proc/net/tcp writes them) listening on TCP *port*."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        path = Path(table)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            address, _, hex_port = fields[1].rpartition(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+@pytest.mark.parametrize(
+    ("options", "shown", "listening"),
+    [
+        ([], "127.0.0.1", {"0100007F"}),  # loopback only
+        (["--metrics-addr", "0.0.0.0"], "0.0.0.0", {"00000000"}),
+    ],
+    ids=["default", "every-interface"],
+)
+def test_metrics_listen_on_loopback_unless_told_otherwise(
+    target, workers, options, shown, listening
+):
+    port = free_port()
+    worker = Worker(target, "cli_handlers:record", "--metrics-port", str(port), *options)
+    workers.append(worker)
+    worker.wait_for(worker.err, f"metrics on http://{shown}:{port}/metrics")
+    assert listening_addresses(port) == listening
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        assert reply.status == 200
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+
+
+def test_a_metrics_address_not_of_this_host_is_a_one_line_error(target):
+    port = free_port()
+    result = target.run(
+        "worker", "cli_handlers:record", "--metrics-port", str(port), "--metrics-addr", "192.0.2.1"
+    )
+    assert result.returncode == 2
+    assert f"--metrics-port {port}: cannot serve metrics there on 192.0.2.1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- the working directory ----------------------------------------------------------------
+
+
+def test_the_working_directory_does_not_shadow_installed_modules(target, workers, tmp_path):
+    fake = tmp_path / "prometheus_client"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        'raise RuntimeError("the fake prometheus_client of the working directory ran")\n'
+    )
+    (tmp_path / "here_handlers.py").write_text(
+        "async def record(job):\n    print('ran', job.id, flush=True)\n"
+    )
+    target.enqueue_lines(1)
+    port = free_port()
+    script = Path(sys.executable).with_name("trioqueue")  # `python -m` puts the cwd first itself
+    worker = Worker(
+        target, "here_handlers:record", "--metrics-port", str(port),
+        cwd=tmp_path, program=[str(script)],
+    )  # fmt: skip
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "ran") == ["ran j0"]  # the handler there is found
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        assert "trioqueue_succeeded_total" in reply.read().decode()  # the real one serves
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+    assert "fake" not in "\n".join(remaining_lines(worker))
+
+
+# --- user data on the terminal ------------------------------------------------------------
+
+EVIL_ID = "evil\x1b[31m\nid"
+SHOWN_ID = "evil\\x1b[31m\\nid"
+
+
+def test_job_ids_and_errors_are_printed_with_their_controls_escaped(target, workers, tmp_path):
+    (tmp_path / "evil_handlers.py").write_text(
+        "async def fail(job):\n    raise RuntimeError('bad\\x1b[2J\\nnews')\n"
+    )
+    enqueued = target.run("enqueue", '{"n": 1}', "--id", EVIL_ID)
+    assert enqueued.stdout == f"{SHOWN_ID} enqueued\n"
+    conflict = target.run("enqueue", '{"n": 2}', "--id", EVIL_ID)
+    assert conflict.returncode == 1
+    assert "\x1b" not in conflict.stderr
+    assert len(conflict.stderr.strip().splitlines()) == 1
+
+    worker = Worker(target, "evil_handlers:fail", "--max-attempts", "1", cwd=tmp_path)
+    workers.append(worker)
+    logged = worker.wait_for(worker.err, "dead-lettered")[0]
+    assert SHOWN_ID in logged
+    assert "bad\\x1b[2J\\nnews" in logged
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+    assert "\x1b" not in "\n".join(remaining_lines(worker))
+
+    listed = target.run("dead", "list")
+    assert "\x1b" not in listed.stdout
+    [line] = listed.stdout.splitlines()
+    fields = line.split("\t")
+    assert (fields[0], fields[1]) == (SHOWN_ID, "attempts=1")
+    assert fields[3] == "RuntimeError: bad\\x1b[2J\\nnews"
+    # the id itself is unchanged: the raw one still names the job
+    assert target.run("dead", "requeue", EVIL_ID).stdout == f"{SHOWN_ID} requeued\n"

@@ -21,12 +21,14 @@ import trio
 from ._cli_args import (
     UsageError,
     add_redis_options,
+    add_redis_url_options,
     non_negative,
     non_negative_int,
     port,
     positive_int,
+    printable,
     rate,
-    redis_url,
+    resolve_redis_url,
     seconds,
 )
 from ._exceptions import BackendUnavailable, ConfigurationError, JobNotFound
@@ -55,8 +57,8 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "demo",
         help="run jobs with simulated failures through a pool and print the metrics",
         description="Enqueue --jobs jobs into a queue of --capacity (in memory, or on Redis "
-        "with --redis), run them on --workers workers that fail at --fail-rate, retry with "
-        "backoff, and print the report.",
+        "with --redis or --redis-url-file), run them on --workers workers that fail at "
+        "--fail-rate, retry with backoff, and print the report.",
     )
     demo.add_argument("--jobs", type=positive_int, default=1000, help="jobs to enqueue")
     demo.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
@@ -66,9 +68,9 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.add_argument("--handler-ms", type=non_negative, default=1.0, help="simulated work")
     demo.add_argument("--seed", type=int, default=None, help="seed for failures and jitter")
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
-    demo.add_argument(
-        "--redis", metavar="URL", type=redis_url, help="run on Redis instead of in memory"
-    )
+    # not from the environment: a variable exported for the other commands must not
+    # turn the in-memory demo into one that writes to that Redis
+    add_redis_url_options(demo, environment=False)
     demo.add_argument("--queue", metavar="NAME", help="the Redis queue (default: a fresh one)")
     demo.set_defaults(run=_demo, log_level=logging.WARNING)
 
@@ -103,7 +105,14 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="seconds between sweeps (recovering the claims of dead workers)",
     )
     worker.add_argument(
-        "--metrics-port", type=port, default=None, help="serve Prometheus /metrics here"
+        "--metrics-port", type=port, default=None, help="serve Prometheus /metrics on this port"
+    )
+    worker.add_argument(
+        "--metrics-addr",
+        metavar="ADDRESS",
+        default="127.0.0.1",
+        help="the address --metrics-port listens on (default: 127.0.0.1, this host only; "
+        "0.0.0.0 for every IPv4 interface, :: for every IPv6 one)",
     )
     worker.set_defaults(run=_worker, log_level=logging.INFO)
 
@@ -157,7 +166,9 @@ async def _demo(args: argparse.Namespace) -> int:
     from ._cli_demo import report_lines, run_demo  # lazily: imports tqdm
 
     if args.queue is not None and args.redis is None:
-        raise UsageError("--queue names a Redis queue: give --redis URL too")
+        raise UsageError(
+            "--queue names a Redis queue: give --redis URL (or --redis-url-file PATH) too"
+        )
     snap = await run_demo(args)
     if args.json:
         data = attrs.asdict(snap)
@@ -192,13 +203,21 @@ async def _dead(args: argparse.Namespace) -> int:
     return await run_dead(args)
 
 
+class _PrintableFormatter(logging.Formatter):
+    """Log lines whose control characters (in a job id, an error message) are escaped.
+
+    A traceback, appended after the line, keeps its own line breaks.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
+
 def _configure_logging(args: argparse.Namespace) -> None:
     level = args.log_level + 10 * (args.quiet - args.verbose)
-    logging.basicConfig(
-        level=max(logging.DEBUG, min(level, logging.CRITICAL)),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=max(logging.DEBUG, min(level, logging.CRITICAL)), handlers=[handler])
     # the client's own notes (a script reloaded after a restart) only with -vv
     logging.getLogger("coredis").setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
 
@@ -216,14 +235,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args)
     try:
         try:
+            if hasattr(args, "redis"):
+                resolve_redis_url(args, required=args.command != "demo")
             return int(trio.run(args.run, args, restrict_keyboard_interrupt_to_checkpoints=True))
         except BaseExceptionGroup as group:
             raise _leaf(group) from None
     except (UsageError, ConfigurationError) as exc:
-        print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
+        print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 2
     except (BackendUnavailable, JobNotFound) as exc:
-        print(f"trioqueue {args.command}: {exc}", file=sys.stderr)
+        print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         if args.command == "stats" and args.watch:
@@ -238,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             raise
         print(
-            f"trioqueue {args.command}: {type(exc).__name__}: {exc} "
+            f"trioqueue {args.command}: {type(exc).__name__}: {printable(exc)} "
             "(run with -v for the traceback)",
             file=sys.stderr,
         )

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._backend import AddMode
-from ._cli_args import UsageError, redis_backend
+from ._cli_args import UsageError, printable, redis_backend
 from ._exceptions import IdempotencyConflict, JobNotFound
 from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
@@ -99,13 +99,13 @@ async def run_enqueue(args: argparse.Namespace) -> int:
                     receipt = await backend.add(job, AddMode.WAIT)
                 except IdempotencyConflict as exc:
                     conflicts += 1
-                    print(f"trioqueue: {exc}", file=sys.stderr)
+                    print(f"trioqueue: {printable(exc)}", file=sys.stderr)
                     continue
                 deduplicated += receipt.deduplicated
                 accepted += not receipt.deduplicated
                 if args.json is not None:
                     state = "already there" if receipt.deduplicated else "enqueued"
-                    print(f"{receipt.id} {state}")
+                    print(f"{printable(receipt.id)} {state}")
         except BaseException:  # interrupted, or Redis went away: say how far it got
             done = accepted + deduplicated + conflicts
             if args.json is not None or not done:
@@ -150,8 +150,8 @@ def _stats_text(
     oldest = "none" if info.oldest_claim_age is None else f"oldest {info.oldest_claim_age:.1f}s"
     return "\n".join(
         [
-            f"queue {args.queue}: {info.ready} ready, {info.stored} stored for lack of room, "
-            f"{info.processing} processing, {info.claims} claimed ({oldest}), "
+            f"queue {printable(args.queue)}: {info.ready} ready, {info.stored} stored for "
+            f"lack of room, {info.processing} processing, {info.claims} claimed ({oldest}), "
             f"{info.dead} dead, {info.finished_kept} finished records kept",
             "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
             f"throughput: {rate:.1f} jobs/s finished over the last {args.interval:g}s",
@@ -197,7 +197,8 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
                     if (record.last_error)
                     else "-"
                 )
-                print(f"{record.id}\tattempts={record.attempts}\t{record.reason}\t{error}")
+                fields = (record.id, f"attempts={record.attempts}", record.reason, error)
+                print("\t".join(printable(field) for field in fields))
         return 0
     if args.action == "show":
         found = await queue.status(args.job_id)
@@ -209,7 +210,7 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
         ids = [r.id for r in await queue.dead_letters()] if args.all else [args.job_id]
         for job_id in ids:
             await queue.requeue_dead(job_id)
-            print(f"{job_id} requeued")
+            print(f"{printable(job_id)} requeued")
         return 0
     purged = await queue.purge_dead(None if args.all else args.job_id)
     if not args.all and purged == 0:

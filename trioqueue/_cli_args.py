@@ -5,31 +5,66 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import sys
-import urllib.parse
-from typing import TYPE_CHECKING, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, cast
+
+from ._backends._redis_url import url_problem
 
 if TYPE_CHECKING:
     from ._backends._redis import RedisBackend
     from ._pool import Handler
 
 __all__ = [
+    "REDIS_URL_ENV",
     "UsageError",
     "add_redis_options",
+    "add_redis_url_options",
     "load_handler",
     "non_negative",
     "non_negative_int",
     "port",
     "positive_int",
+    "printable",
     "rate",
     "redis_backend",
     "redis_url",
+    "resolve_redis_url",
     "seconds",
 ]
+
+REDIS_URL_ENV: Final = "TRIOQUEUE_REDIS_URL"
+"""The environment variable a Redis command takes its URL from, after ``--redis-url-file``."""
+
+# C0 and C1 controls, DEL, the line and paragraph separators and the bidirectional
+# overrides: each shown as Python writes it in a string, e.g. \x1b, \n, \u202e
+_ESCAPES: Final = {
+    code: repr(chr(code))[1:-1]
+    for code in (
+        *range(0x20),
+        *range(0x7F, 0xA0),
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
 
 
 class UsageError(Exception):
     """Bad input on the command line: reported in one line, exit status 2."""
+
+
+def printable(text: object) -> str:
+    r"""*text* safe to print on a terminal: controls escaped as in Python (``\x1b``, ``\n``).
+
+    C0 and C1 control characters, DEL, the Unicode line separators and the
+    bidirectional overrides are escaped, so a job id, reason or error message
+    cannot move the cursor, clear the screen or forge a line of output; every
+    other character, Unicode included, is printed as it is.
+    """
+    return str(text).translate(_ESCAPES)
 
 
 def _whole_number(text: str, minimum: int) -> int:
@@ -88,21 +123,14 @@ def non_negative_int(text: str) -> int:
 
 
 def redis_url(text: str) -> str:
-    """A Redis URL: redis://, rediss:// or unix://, with a valid port and database."""
-    try:
-        parts = urllib.parse.urlsplit(text)
-        parts.port  # noqa: B018 - parsing it is the check
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Redis URL ({exc})") from None
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a Redis URL: use redis://host:port/db (or rediss://, unix://)"
-        )
-    database = parts.path.strip("/") if parts.scheme != "unix" else "0"
-    if parts.scheme != "unix" and (not parts.hostname or (database and not database.isdigit())):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a Redis URL: use redis://host:port/db, e.g. redis://localhost:6379/0"
-        )
+    """A Redis URL: redis://, rediss:// or unix://, with a valid port and database.
+
+    The error never echoes *text*: a URL that does not parse may hold a
+    password where no redaction can find it.
+    """
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"not a Redis URL: {problem}")
     return text
 
 
@@ -115,7 +143,11 @@ def port(text: str) -> int:
 
 
 def load_handler(spec: str) -> Handler:
-    """Import ``MODULE:HANDLER`` (the current directory first) and check it is async.
+    """Import ``MODULE:HANDLER`` (the current directory last on the path) and check it is async.
+
+    The current directory goes at the end of ``sys.path``, so a file there can
+    hold the handler but never shadows a module installed under the same name
+    (prometheus_client, trio, ...) that is imported later.
 
     Raises:
         UsageError: The spec is malformed, the module or name is missing, or the
@@ -128,7 +160,7 @@ def load_handler(spec: str) -> Handler:
             "e.g. myapp.jobs:send_email"
         )
     if "" not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: modules in the current directory
+        sys.path.append("")  # modules in the current directory, after the installed ones
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -158,7 +190,7 @@ def load_handler(spec: str) -> Handler:
 
 
 def redis_backend(args: argparse.Namespace) -> RedisBackend:
-    """The `RedisBackend` that ``--redis``, ``--queue`` and their options describe.
+    """The `RedisBackend` that the URL (see `resolve_redis_url`), ``--queue`` and the rest name.
 
     Raises:
         UsageError: The Redis extra is not installed; the message names it.
@@ -179,15 +211,90 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend:
     )
 
 
-def add_redis_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """``--redis URL --queue NAME`` and the queue's settings, as every Redis command takes them."""
+def add_redis_url_options(parser: argparse.ArgumentParser, *, environment: bool = True) -> None:
+    """``--redis URL`` and ``--redis-url-file PATH``; with *environment*, `REDIS_URL_ENV` too.
+
+    `resolve_redis_url` picks the one to use once the arguments are parsed.
+    """
+    sources = "--redis, then --redis-url-file" + (f", then ${REDIS_URL_ENV}" if environment else "")
     parser.add_argument(
-        "--redis", metavar="URL", type=redis_url, required=required, help="redis://host:port/db"
+        "--redis",
+        metavar="URL",
+        type=redis_url,
+        help="redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://... for TLS (the "
+        "certificate's host name is checked unless ?ssl_check_hostname=false), or "
+        "unix:///PATH; percent-encode special characters of the password. A password given "
+        "here shows in `ps`: prefer --redis-url-file"
+        + (f" or ${REDIS_URL_ENV}" if environment else "")
+        + f". The first given is used: {sources}",
     )
+    parser.add_argument(
+        "--redis-url-file",
+        metavar="PATH",
+        help="read the Redis URL from this file (its one line), keeping the password off "
+        "the command line; used when --redis is not given"
+        + ("" if environment else f" (this command does not read ${REDIS_URL_ENV})"),
+    )
+    parser.set_defaults(redis_from_environment=environment)
+
+
+def resolve_redis_url(args: argparse.Namespace, *, required: bool) -> None:
+    """Set ``args.redis`` from ``--redis``, else ``--redis-url-file``, else `REDIS_URL_ENV`.
+
+    Raises:
+        UsageError: The file cannot be read or holds no URL, the URL found is not
+            a Redis URL (not echoed), or, when *required*, no URL is given at all.
+    """
+    if args.redis is not None:
+        return
+    if args.redis_url_file is not None:
+        where = f"the URL in --redis-url-file {args.redis_url_file}"
+        text = _read_url_file(args.redis_url_file)
+    elif args.redis_from_environment and os.environ.get(REDIS_URL_ENV):
+        where = f"${REDIS_URL_ENV}"
+        text = os.environ[REDIS_URL_ENV].strip()
+    elif required:
+        raise UsageError(
+            f"no Redis URL: give --redis URL, --redis-url-file PATH (a file holding it) "
+            f"or set {REDIS_URL_ENV}, e.g. --redis redis://localhost:6379/0"
+        )
+    else:
+        return
+    problem = url_problem(text)
+    if problem is not None:
+        raise UsageError(f"{where} is not a Redis URL: {problem}")
+    args.redis = text
+
+
+def _read_url_file(path: str) -> str:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(
+            f"--redis-url-file {path}: cannot read it ({exc.strerror or exc}); give the path "
+            "of a file that holds the Redis URL"
+        ) from None
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"--redis-url-file {path} is not UTF-8 text: write the Redis URL in it, "
+            "percent-encoding special characters of the password"
+        ) from None
+    urls = [line.strip() for line in lines if line.strip()]
+    if len(urls) != 1:
+        raise UsageError(
+            f"--redis-url-file {path} holds {'no line' if not urls else f'{len(urls)} lines'}: "
+            "write the Redis URL alone in it, e.g. redis://:PASSWORD@localhost:6379/0"
+        )
+    return urls[0]
+
+
+def add_redis_options(parser: argparse.ArgumentParser) -> None:
+    """The URL options, ``--queue NAME`` and the queue's settings, for every Redis command."""
+    add_redis_url_options(parser)
     parser.add_argument(
         "--queue",
         metavar="NAME",
-        required=required,
+        required=True,
         help="the queue's key, with a hash tag: '{mail}'",
     )
     parser.add_argument(

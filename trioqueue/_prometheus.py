@@ -68,27 +68,33 @@ async def serve_metrics(
     backend: Backend,
     queue: str,
     port: int,
+    addr: str = "127.0.0.1",
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``/metrics`` on *port* until cancelled, refreshing the stats every second.
+    """Serve ``/metrics`` on *addr*, *port* until cancelled, refreshing the stats every second.
 
-    Started (``nursery.start``) once the port is bound.
+    Started (``nursery.start``) once the port is bound. The default address is
+    the loopback one, for this host only; give ``0.0.0.0``, ``::`` or an
+    interface's address to let other hosts scrape it.
 
     Raises:
-        UsageError: The port cannot be bound (in use, or not allowed).
+        UsageError: The address and port cannot be bound (in use, not allowed,
+            or not an address of this host).
     """
     collector = _SnapshotCollector(queue)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(collector)
     try:
-        server, thread = start_http_server(port, registry=registry)
+        server, thread = start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:
         raise UsageError(
-            f"--metrics-port {port}: cannot serve metrics there ({exc.strerror or exc}); "
-            "choose a free port"
+            f"--metrics-port {port}: cannot serve metrics there on {addr} "
+            f"({exc.strerror or exc}); choose a free port, and for --metrics-addr an "
+            "address of this host"
         ) from None
-    logger.info("metrics on http://0.0.0.0:%d/metrics", port)
+    host = f"[{addr}]" if ":" in addr else addr
+    logger.info("metrics on http://%s:%d/metrics", host, port)
     task_status.started()
     try:
         while True:

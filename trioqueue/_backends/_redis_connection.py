@@ -9,8 +9,7 @@ password; a refusal over the queue's shared settings becomes `ConfigurationError
 from __future__ import annotations
 
 import contextlib
-import json
-import urllib.parse
+import logging
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -22,8 +21,17 @@ from .._exceptions import (
     ConfigurationError,
     TrioqueueError,
 )
+from .._payload import decode_payload
 from .._records import ErrorInfo, JobRecord, JobState
 from ._redis_scripts import load_sources
+from ._redis_url import (
+    CredentialsRefused,
+    check_url,
+    client_url,
+    failure_detail,
+    redacted,
+    scrubbed,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +48,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
 
 __all__ = ["IO_TIMEOUT", "RedisConnection", "decode_record", "redacted", "text"]
 
+logger = logging.getLogger("trioqueue.redis")
+
 IO_TIMEOUT: Final = 10.0
 """Longest wait, in seconds, for one reply from Redis."""
 
@@ -51,46 +61,55 @@ _UNREACHABLE: Final = (
 )
 
 
-def text(value: bytes | str | None) -> str:
+def text(value: bytes | str | None, errors: str = "strict") -> str:
     """A reply as text ('' for nil)."""
     if value is None:
         return ""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def redacted(url: str) -> str:
-    """*url* without its password: ``redis://user:***@host:port/db``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:" if parts.username else ":"
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
+    return value.decode(errors=errors) if isinstance(value, bytes) else value
 
 
 def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
-    """A job's record hash as a `JobRecord`."""
+    """A job's record hash as a `JobRecord`; never raises, whatever the hash holds.
+
+    A payload that does not decode (another client's bytes, nesting too deep) is
+    kept as its raw bytes; a state trioqueue never writes (a record changed by hand)
+    reads as FAILED, with the stored value in `JobRecord.reason`.
+    """
 
     def get(name: str) -> str:
-        return text(fields.get(name.encode()))
+        return text(fields.get(name.encode()), errors="backslashreplace")
+
+    def number(name: str, fallback: str = "") -> float:
+        try:
+            return float(get(name) or get(fallback) or 0)
+        except ValueError:
+            return 0.0
 
     error = ErrorInfo(type=get("et"), message=get("em")) if get("et") else None
-    raw = fields[b"p"]
+    raw = fields.get(b"p")
+    payload: Any = None
+    if raw is not None:
+        try:
+            payload = decode_payload(raw)
+        except ValueError:  # a dead letter that never decoded: keep its bytes
+            payload = raw
+    reason = get("w") or None
     try:
-        payload: Any = json.loads(raw)
-    except ValueError:  # a dead letter that never decoded: keep its bytes
-        payload = raw
+        state = JobState(get("s"))
+    except ValueError:
+        state = JobState.FAILED
+        reason = f"its record holds state {get('s')!r}, which trioqueue never writes: {reason}"
     return JobRecord(
         id=job_id,
         payload=payload,
         payload_hash=get("h"),
-        state=JobState(get("s")),
-        attempts=int(get("a") or 0),
+        state=state,
+        attempts=int(number("a")),
         queued=get("q") == "1",
-        created_at=float(get("c") or 0),
-        updated_at=float(get("u") or get("c") or 0),
+        created_at=number("c"),
+        updated_at=number("u", "c"),
         last_error=error,
-        reason=get("w") or None,
+        reason=reason,
     )
 
 
@@ -107,6 +126,7 @@ class RedisConnection:
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
+        check_url(url)
         self._url = url
         self.where = redacted(url)
         """The URL without its password: for messages and logs."""
@@ -133,7 +153,10 @@ class RedisConnection:
         # no silent re-sends: a script whose reply was lost may have run, and the pool
         # decides what to do about that, not the client
         client: coredis.Redis[bytes] = coredis.Redis.from_url(
-            self._url, decode_responses=False, retry_policy=NoRetryPolicy()
+            client_url(self._url),  # rediss:// checks the certificate's host name
+            decode_responses=False,
+            retry_policy=NoRetryPolicy(),
+            decode_components=True,  # a percent-encoded password means the decoded one
         )
         stack = contextlib.AsyncExitStack()
         await stack.enter_async_context(client)
@@ -163,14 +186,23 @@ class RedisConnection:
 
     @contextlib.contextmanager
     def reachable(self) -> Iterator[None]:
-        """Turn the client's connection errors into `BackendUnavailable`."""
+        """Turn the client's connection errors into `BackendUnavailable`.
+
+        Refused credentials become `CredentialsRefused` (a `BackendUnavailable`
+        too): a password changed under a running worker is an outage it waits out.
+        """
         try:
             yield
-        except BackendUnavailable:
+        except coredis.exceptions.AuthenticationError as exc:
+            raise CredentialsRefused(self.where, scrubbed(str(exc), self._url)) from exc
+        except BackendUnavailable as exc:
+            refused = exc.__cause__  # a script's refusal: the handshake may have failed
+            if isinstance(refused, coredis.exceptions.AuthenticationError):
+                detail = scrubbed(str(refused), self._url)
+                raise CredentialsRefused(self.where, detail) from refused
             raise  # already ours (a refusal is a ConnectionError too)
         except _UNREACHABLE as exc:
-            detail = (str(exc) or type(exc).__name__).replace(self._url, self.where)
-            raise BackendUnavailable(self.where, detail) from exc
+            raise BackendUnavailable(self.where, failure_detail(exc, self._url)) from exc
 
     async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
         """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
@@ -193,12 +225,24 @@ class RedisConnection:
                 )  # fmt: skip
                 try:
                     reply = await request
+                    if isinstance(reply, Exception) and not isinstance(
+                        reply, coredis.exceptions.ResponseError
+                    ):
+                        raise reply  # a lost connection: reachable() says what it means
                 except trio.Cancelled:
                     deadline = trio.current_time() + IO_TIMEOUT
                     with trio.CancelScope(shield=True, deadline=deadline):
-                        if connection.client_id is not None:
-                            await self.client.client_unblock(
-                                connection.client_id, PureToken.TIMEOUT
+                        try:
+                            if connection.client_id is not None:
+                                await self.client.client_unblock(
+                                    connection.client_id, PureToken.TIMEOUT
+                                )
+                        except coredis.exceptions.ResponseError as exc:  # e.g. NOPERM
+                            # the wait then ends with its own timeout (stopping is slower)
+                            logger.warning(
+                                "could not end a wait for jobs at once (%s); give the "
+                                "Redis user +client|unblock (see the README's ACL)",
+                                exc,
                             )
                         element = await request
                         if isinstance(element, bytes):
@@ -223,6 +267,14 @@ class RedisConnection:
                 reply = await self.client.config_get(["maxmemory"])
                 limit = f"{int(reply.get(b'maxmemory', b'0') or 0) // 1024} KiB"
             return BackendOutOfMemory(self.where, limit)
+        _, marker, detail = message.partition("TRIOQUEUE_KEY ")
+        if marker:  # refused before it wrote anything (see lua/prelude.lua)
+            return BackendRefused(
+                self.where,
+                f"Redis at {self.where} refused {name}: the key {detail}. It was changed "
+                "by hand: restore it, or rename it out of the way (the queue starts that "
+                "key afresh); a worker pool retries meanwhile",
+            )
         return BackendRefused(
             self.where,
             f"Redis at {self.where} refused {name}: {message}. A worker pool "
