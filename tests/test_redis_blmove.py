@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import coredis
+import pytest
 import trio
 
 import trioqueue
@@ -115,3 +116,25 @@ async def test_a_pool_stops_as_soon_as_its_last_job_is_done_not_after_its_poll(
             async with trioqueue.open_worker_pool(backend, handler, poll_interval=60) as pool:
                 await pool.shutdown(grace=5)  # an idle pool: its wait ends at once
         assert done == ["j"]
+
+
+async def test_a_wait_whose_connection_is_killed_is_an_outage_not_a_crash(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        await backend.pending()  # connected
+
+        async def kill_when_blocked() -> None:
+            with trio.fail_after(10):
+                while not any(c["cmd"] == "blmove" for c in await raw.client_list()):  # noqa: ASYNC110 - in Redis
+                    await trio.sleep(0.01)
+            await raw.client_kill(type_=coredis.tokens.PureToken.NORMAL, skipme=True)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill_when_blocked)
+                with pytest.raises(trioqueue.BackendUnavailable):
+                    await backend.claim(1, lease=30, block=30)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import TYPE_CHECKING
 
+import coredis
 import pytest
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import trioqueue
-from trioqueue import BackendOutOfMemory, Queue
+from trioqueue import BackendOutOfMemory, BackendRefused, ConfigurationError, JobState, Queue
 
 from .redis_server import RedisServer, find_server_binary
 
@@ -66,3 +70,203 @@ async def test_a_full_redis_refuses_new_jobs_up_front_while_workers_drain_it(
     assert sorted(ran) == sorted(accepted)
     assert (after.succeeded, after.gauges.held, after.backend_errors) == (len(accepted), 0, 0)
     assert after.conserved
+
+
+async def test_a_key_changed_by_hand_is_named_and_nothing_is_half_written(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("first", id="first")
+        await raw.delete([backend.keys.stats])
+        await raw.set(backend.keys.stats, "x")
+        with pytest.raises(
+            BackendRefused, match=r"the key \{t-\w+\}\.stats holds a string, where this queue "
+        ):
+            await queue.enqueue("p", id="j")
+        assert await raw.exists([backend.keys.job_prefix + "j"]) == 0  # nothing written
+        assert await raw.llen(backend.keys.ready) == 1
+
+
+async def test_a_pool_whose_outcomes_are_refused_retries_them_and_does_not_crash(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        stats_key = backend.keys.stats
+        ran = trio.Event()
+
+        async def handler(job: trioqueue.Job) -> None:
+            await raw.rename(stats_key, stats_key + ".kept")
+            await raw.set(stats_key, "x")  # the ack that follows is refused
+            ran.set()
+
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler, io_timeout=60) as pool:
+                await Queue(backend).enqueue("p", id="j")
+                await ran.wait()
+                while pool.metrics.backend_errors < 2:  # noqa: ASYNC110 - retries with backoff
+                    await trio.sleep(0.05)
+                await raw.delete([stats_key])
+                await raw.rename(stats_key + ".kept", stats_key)  # put back: the ack lands
+        record = await backend.status("j")
+        assert record is not None
+        assert record.state is JobState.COMPLETED
+        assert "refused the settle script: the key" in caplog.text
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held) == (1, 0)
+        assert stats.conserved
+
+
+async def test_a_record_nested_too_deep_for_python_becomes_a_dead_letter_that_lists(
+    redis_server: RedisServer,
+):
+    deep = b"[" * 995 + b"]" * 995  # Redis's cjson takes it; Python's stack does not
+    ran: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.id)
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        await raw.lpush(backend.keys.ready, [deep])  # another client's push
+        await Queue(backend).enqueue("after", id="after")
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler):
+                pass
+        [dead] = await backend.dead_letters()
+        record = await backend.status(dead.id)
+        stats = await backend.stats()
+    assert ran == ["after"]  # the pool went on with the next job
+    assert dead.payload == deep  # listed, with its raw bytes
+    assert "undecodable record: not JSON (nested too deeply" in (dead.reason or "")
+    assert record == dead
+    assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+
+
+async def test_dead_letters_list_even_when_a_record_was_changed_by_hand(
+    redis_server: RedisServer,
+):
+    async def fail(job: trioqueue.Job) -> None:
+        raise RuntimeError("no")
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        retry = trioqueue.RetryPolicy(max_attempts=1)
+        async with trioqueue.open_worker_pool(backend, fail, retry=retry):
+            for name in ("a", "b"):
+                await Queue(backend).enqueue(name, id=name)
+        key = backend.keys.job_prefix
+        await raw.hdel(key + "a", ["p"])  # its payload field is gone
+        await raw.hset(key + "b", {"s": "weird", "a": "many"})
+        dead = {record.id: record for record in await backend.dead_letters()}
+    assert dead["a"].payload is None
+    assert dead["b"].state is JobState.FAILED
+    assert "state 'weird', which trioqueue never writes" in (dead["b"].reason or "")
+    assert dead["b"].attempts == 0
+
+
+CENTURY = 100 * 365 * 24 * 3600
+seconds = st.sampled_from([0.001, CENTURY]) | st.floats(0.001, CENTURY) | st.integers(1, CENTURY)
+counts = st.sampled_from([1, 10**30]) | st.integers(1, 10**30)
+
+
+@st.composite
+def accepted_settings(draw: st.DrawFn) -> dict[str, object]:
+    """Settings at and inside every documented bound, edges included."""
+    min_idle = draw(seconds)
+    later = st.floats(min_idle, CENTURY, exclude_min=True) if min_idle < CENTURY else st.nothing()
+    return {
+        "min_idle": min_idle,
+        "recovery_ttl": draw(st.none() | later),
+        "key_ttl": draw(st.none() | seconds),
+        "retention": trioqueue.Retention(
+            max_count=draw(st.none() | st.just(0) | counts),
+            max_age=draw(st.none() | st.just(0) | seconds),
+        ),
+        "capacity": draw(counts),
+        "max_deliveries": draw(st.none() | counts),
+    }
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(options=accepted_settings())
+def test_every_accepted_setting_works_end_to_end_on_a_real_server(
+    redis_server: RedisServer, options: dict[str, object]
+):
+    backend = trioqueue.RedisBackend(redis_server.url, queue=queue_name(), **options)  # type: ignore[arg-type]
+
+    async def exercise() -> None:
+        async with backend:
+            queue = Queue(backend)
+            for n in range(3):
+                await queue.submit({"n": n}, id=f"j{n}")
+            claims = await backend.claim(3, lease=backend.default_lease, block=0)
+            await backend.renew(claims, lease=backend.default_lease)
+            for claim, outcome in zip(claims, ("ack", "retry", "release"), strict=False):
+                if outcome == "ack":
+                    await backend.ack(claim)
+                elif outcome == "retry":
+                    await backend.retry_later(claim, None)
+                    await backend.requeue(claim)
+                else:
+                    await backend.release([claim])
+            await backend.sweep()
+            await backend.dead_letters()
+            stats = await backend.stats()
+            if options["key_ttl"] is None:
+                assert stats.conserved, stats
+            else:  # a whole queue that expires takes its waiting jobs along, uncounted
+                ended = stats.succeeded + stats.dead_lettered + stats.dropped + stats.expired
+                assert ended + stats.gauges.held <= stats.enqueued, stats
+
+    trio.run(exercise)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"min_idle": 0.0009},
+        {"min_idle": CENTURY + 1},
+        {"min_idle": math.inf},
+        {"min_idle": math.nan},
+        {"min_idle": 1e300},
+        {"min_idle": 30, "key_ttl": 1e15},
+        {"min_idle": 30, "recovery_ttl": CENTURY + 1},
+        {"min_idle": 30, "retention": trioqueue.Retention(max_age=math.inf)},
+        {"min_idle": 30, "retention": trioqueue.Retention(max_age=1e300)},
+    ],
+)
+def test_settings_beyond_what_redis_holds_are_refused_before_anything_runs(options):
+    with pytest.raises(ConfigurationError, match=r"RedisBackend\("):
+        trioqueue.RedisBackend("redis://127.0.0.1:1/0", queue=queue_name(), **options)
+
+
+async def test_a_dead_letter_whose_record_is_gone_is_reported_not_requeued(
+    redis_server: RedisServer,
+):
+    async def fail(job: trioqueue.Job) -> None:
+        raise RuntimeError("no")
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        retry = trioqueue.RetryPolicy(max_attempts=1)
+        async with trioqueue.open_worker_pool(backend, fail, retry=retry):
+            await Queue(backend).enqueue("p", id="gone")
+        await raw.delete([backend.keys.job_prefix + "gone"])
+        with pytest.raises(trioqueue.JobNotFound, match=r"record is gone .* purge_dead"):
+            await backend.requeue_dead("gone")
+        assert await raw.exists([backend.keys.job_prefix + "gone"]) == 0  # no empty record
+        assert await backend.pending() == 0
+        assert await backend.purge_dead("gone") == 1

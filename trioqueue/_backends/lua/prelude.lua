@@ -8,6 +8,16 @@ local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- jobs a dead worker held that had been delivered before: each runs alone
 local K_SUS = KEYS[10]
+-- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
+-- hand is refused here, before any write, never half-way through a script.
+local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list'}
+for i, kind in ipairs(KINDS) do
+  local found = redis.call('TYPE', KEYS[i])['ok']
+  if found ~= 'none' and found ~= kind then
+    return redis.error_reply('TRIOQUEUE_KEY ' .. KEYS[i] .. ' holds a ' .. found
+      .. ', where this queue keeps a ' .. kind)
+  end
+end
 local PREFIX = ARGV[1]
 local NOW
 if ARGV[2] ~= '' then
