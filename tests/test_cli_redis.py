@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import queue as stdlib_queue
+import re
 import signal
 import socket
 import subprocess
@@ -20,7 +21,9 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import coredis
 import pytest
+import trio
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -415,6 +418,23 @@ def test_dead_letters_can_be_listed_shown_requeued_and_purged(target, workers):
     stats = target.stats()
     assert (stats["dead"], stats["ready"]) == (0, 3)
     assert stats["counters"]["dead_requeued"] == 3
+
+
+def test_a_dead_letter_that_never_was_json_lists_and_shows(target, workers):
+    async def push() -> None:
+        async with coredis.Redis.from_url(target.url) as raw:
+            await raw.lpush(target.queue, [b"\xff not json"])  # another client's bytes
+
+    trio.run(push)
+    make_dead_letters(target, workers, 1)  # a worker claims both: two dead letters
+    listed = [json.loads(line) for line in target.run("dead", "list", "--json").stdout.splitlines()]
+    raw = next(record for record in listed if record["payload"] is None)
+    assert raw["payload_raw"] == "\\xff not json"
+    assert raw["reason"].startswith("undecodable record: not JSON")
+    shown = target.run("dead", "show", raw["id"])
+    assert shown.returncode == 0, shown.stderr
+    created = json.loads(shown.stdout)["created_at"]
+    assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", created)
 
 
 def test_purge_all_forgets_every_dead_letter(target, workers):

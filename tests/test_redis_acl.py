@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +11,8 @@ import trio
 
 import trioqueue
 from trioqueue import Queue
+
+from .test_redis_url import redis_command
 
 if TYPE_CHECKING:
     from .redis_server import RedisServer
@@ -26,21 +27,12 @@ def documented_rule() -> list[str]:
     return found.group(1).split()
 
 
-def command(port: int, *args: str) -> bytes:
-    """Send one command in RESP and return the raw reply (a test's own admin line)."""
-    frame = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(frame.encode())
-        return sock.recv(4096)
-
-
 async def test_a_worker_producer_and_stats_run_on_the_documented_acl(redis_server: RedisServer):
     tag = "acl-" + uuid.uuid4().hex[:8]
     user, password = "tq-" + tag, "secret-" + tag
     rule = [part.replace("{mail}", "{" + tag + "}") for part in documented_rule()]
-    assert command(redis_server.port, "ACL", "SETUSER", user, "on", ">" + password, *rule) == (
-        b"+OK\r\n"
-    )
+    setuser = ("ACL", "SETUSER", user, "on", ">" + password, *rule)
+    assert redis_command(redis_server.port, *setuser) == b"+OK\r\n"
     url = redis_server.url.replace("redis://", f"redis://{user}:{password}@")
     ran: list[str] = []
 

@@ -6,6 +6,7 @@ enqueues nothing half-way.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -163,9 +164,26 @@ def _stats_text(
 
 
 def _record_json(record: JobRecord) -> dict[str, Any]:
+    r"""A record as JSON: times in ISO 8601 (UTC), and bytes that never decoded escaped.
+
+    A record another client pushed that is not JSON has bytes for a payload: it
+    shows as ``"payload": null`` with ``"payload_raw"``, the bytes as text with
+    every byte that is not UTF-8 escaped (``\\xff``).
+    """
     data = attrs.asdict(record)
     data["state"] = record.state.value
+    for name in ("created_at", "updated_at"):
+        data[name] = _iso(data[name])
+    if isinstance(record.payload, bytes):
+        data["payload"] = None
+        data["payload_raw"] = record.payload.decode("utf-8", "backslashreplace")
     return data
+
+
+def _iso(seconds: float) -> str:
+    """Seconds since the epoch as ISO 8601 in UTC, to the millisecond."""
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def run_dead(args: argparse.Namespace) -> int:
