@@ -24,7 +24,7 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    session.install(".[redis]")
+    session.install(".[redis,cli]")
     install_group(session, "test")
     session.run("pytest", *session.posargs)
 
@@ -40,7 +40,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".[redis]")
+    session.install(".[redis,cli]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
 
@@ -52,7 +52,7 @@ def chaos(session: nox.Session) -> None:
     Stops by itself within 3 minutes; exits non-zero when a target is missed.
     Extra arguments go to tests/chaos.py (e.g. ``nox -s chaos -- --seed 3``).
     """
-    session.install(".[redis]")
+    session.install(".[redis,cli]")
     install_group(session, "test")
     session.run("python", "tests/chaos.py", "--deadline", "170", *session.posargs)
 
@@ -66,7 +66,7 @@ def bench(session: nox.Session) -> None:
     capacity. Writes benchmarks/results/bench.{json,md} and the plot. About 10 minutes;
     ``nox -s bench -- --quick`` checks the script in one.
     """
-    session.install(".[redis]")
+    session.install(".[redis,cli]")
     install_group(session, "test")  # the private Redis server the tests use
     install_group(session, "bench")
     session.run("python", "benchmarks/bench.py", *session.posargs)
@@ -80,7 +80,7 @@ def bench_peers(session: nox.Session) -> None:
     session's own environment. Writes benchmarks/results/peers.{json,md} and the
     plots. About 20 minutes; ``-- --rounds 1`` for a quicker look.
     """
-    session.install(".[redis]")
+    session.install(".[redis,cli]")
     install_group(session, "test")
     install_group(session, "bench")
     install_group(session, "peers")

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,37 @@ def test_printable_escapes_control_characters_and_leaves_the_rest_alone():
     unchanged = "caf\u00e9 \u6f22\u5b57 \U0001f389 \\ 'single' \"double\" \u00a0~"
     assert printable(unchanged) == unchanged
     assert printable(None) == "None"
+
+
+def without(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line as if *module* (an optional dependency) were not installed."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        "from trioqueue._cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).parent,  # where the handlers module is
+    )
+
+
+def test_the_demo_runs_without_the_cli_extra():
+    result = without("tqdm", "demo", "--jobs", "50", "--fail-rate", "0.2", "--seed", "1")
+    assert result.returncode == 0, result.stderr
+    assert "conservation holds" in result.stdout
+
+
+def test_metrics_without_the_cli_extra_is_refused_with_the_fix_before_starting():
+    result = without(
+        "prometheus_client",
+        "worker", "cli_handlers:record", "--redis", "redis://127.0.0.1:1/0", "--queue", "{q}",
+        "--metrics-port", "19999",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "pip install 'trioqueue[cli]'" in result.stderr
+    assert "worker on" not in result.stderr  # refused, not started

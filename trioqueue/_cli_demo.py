@@ -9,7 +9,13 @@ import uuid
 from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+
+    _BAR = True
+except ImportError:  # the cli extra is not installed: plain progress lines
+    _BAR = False
 
 from ._backends._memory import MemoryBackend
 from ._metrics import COUNTER_NAMES
@@ -83,8 +89,11 @@ async def _run(backend: Backend, handler: Handler, args: argparse.Namespace) -> 
 
 
 async def _show_progress(backend: Backend, total: int, stream: TextIO) -> None:
-    """A bar with rates on a terminal; a plain line a second otherwise. Runs until cancelled."""
-    if stream.isatty():
+    """A bar with rates on a terminal; a plain line a second otherwise. Runs until cancelled.
+
+    The bar needs tqdm (the ``cli`` extra); without it a terminal gets the lines.
+    """
+    if stream.isatty() and _BAR:
         # a terminal that reports no size (a bare pty) would get no bar at all
         sized = os.get_terminal_size(stream.fileno()).columns > 0
         size = {"dynamic_ncols": True} if sized else {"ncols": 80, "nrows": 24}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from ._backends._redis_url import CredentialsRefused, redacted
-from ._cli_args import load_handler, redis_backend
+from ._cli_args import UsageError, load_handler, redis_backend
 from ._pool import open_worker_pool
 from ._retry import RetryPolicy
 
@@ -66,6 +66,14 @@ def _refused_credentials_as_errors() -> Iterator[None]:
 async def run_worker(args: argparse.Namespace) -> int:
     """Run the worker the arguments describe until a signal; return the exit status."""
     handler = load_handler(args.handler)
+    if args.metrics_port is not None:
+        try:
+            import prometheus_client  # noqa: F401 - here, to refuse before starting
+        except ImportError:
+            raise UsageError(
+                "--metrics-port needs prometheus-client: pip install 'trioqueue[cli]' "
+                "(in a checkout: pip install '.[cli]')"
+            ) from None
     backend = redis_backend(args)
     # from the start: a signal while connecting still stops the worker the clean way
     with (

@@ -44,7 +44,8 @@ try:
     from coredis.retry import NoRetryPolicy
     from coredis.tokens import PureToken
 except ImportError as exc:  # pragma: no cover - exercised without the extra only
-    raise ImportError("the Redis backend needs coredis: pip install 'trioqueue[redis]'") from exc
+    _MISSING = "the Redis backend needs coredis: pip install 'trioqueue[redis]'"
+    raise ImportError(f"{_MISSING} (in a checkout: pip install '.[redis]')") from exc
 
 __all__ = ["IO_TIMEOUT", "RedisConnection", "decode_record", "redacted", "text"]
 

@@ -16,6 +16,7 @@ def make_stub(reason: str) -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> NoReturn:
             raise ImportError(
                 f"trioqueue.RedisBackend needs the redis extra: pip install 'trioqueue[redis]' "
+                "(in a checkout: pip install '.[redis]') "
                 f"({reason})"
             )
 
