@@ -5,6 +5,7 @@ Each test here was a defect found in review; it fails on the code before the fix
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -377,3 +378,23 @@ async def test_one_cause_failing_the_pool_and_its_body_is_raised_once(autojump_c
         async with trioqueue.open_worker_pool(Misconfigured(), handler):  # type: ignore[arg-type]
             await Queue(Misconfigured()).enqueue("p")  # type: ignore[arg-type]
     assert not isinstance(caught.value, BaseExceptionGroup)
+
+
+async def test_a_dead_letter_is_a_warning_and_where_it_failed_is_logged_at_debug(
+    autojump_clock, caplog: pytest.LogCaptureFixture
+):
+    backend = trioqueue.MemoryBackend()
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise KeyError("no such user")
+
+    caplog.set_level(logging.DEBUG, logger="trioqueue.pool")
+    retry = trioqueue.RetryPolicy(max_attempts=2, base_delay=1, max_delay=1)
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry):
+        await Queue(backend).enqueue("p", id="j")
+    [dead] = [r for r in caplog.records if "dead-lettered" in r.getMessage()]
+    assert dead.levelno == logging.WARNING
+    assert "KeyError: 'no such user'" in dead.getMessage()
+    traces = [r for r in caplog.records if r.getMessage().startswith("job j failed here:")]
+    assert len(traces) == 2  # each attempt
+    assert all(r.levelno == logging.DEBUG and "in handler" in r.getMessage() for r in traces)

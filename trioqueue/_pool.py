@@ -36,6 +36,7 @@ from ._retry import RetryPolicy
 if TYPE_CHECKING:
     from ._metrics import Metrics
     from ._queue import Queue
+    from ._records import ErrorInfo
 
 __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
@@ -387,22 +388,24 @@ class WorkerPool:
                 logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
             case DeadLetter(reason, error):
                 call = partial(backend.dead_letter, claim, error, reason)
-                logger.info(
+                logger.warning(
                     "job %s dead-lettered on attempt %d: %s (%s)",
                     job.id,
                     job.attempt,
                     reason,
-                    error,
+                    _described(error),
                 )
+                _log_traceback(job.id, error)
             case RetryAfter(delay, error):
                 call = partial(backend.retry_later, claim, error)
                 logger.info(
                     "job %s attempt %d failed (%s); retrying in %.3fs",
                     job.id,
                     job.attempt,
-                    error or "Retry",
+                    _described(error) if error else "Retry",
                     delay,
                 )
+                _log_traceback(job.id, error)
         if not await self._tell_backend(f"job {job.id}: reporting its outcome", call):
             logger.warning("job %s: the backend did not take the outcome in time", job.id)
             await self._give_back(claim)
@@ -507,6 +510,17 @@ class WorkerPool:
                 "leases run out",
                 len(held),
             )
+
+
+def _described(error: ErrorInfo | None) -> str:
+    """``Type: message`` of an attempt's error, for a log line."""
+    return "no error" if error is None else f"{error.type}: {error.message}"
+
+
+def _log_traceback(job_id: str, error: ErrorInfo | None) -> None:
+    """Log where an attempt failed, at DEBUG (``-v`` on the command line)."""
+    if error is not None and error.traceback:
+        logger.debug("job %s failed here:\n%s", job_id, error.traceback.rstrip())
 
 
 def _check_handler(handler: object) -> None:

@@ -8,6 +8,7 @@ A job moves ``RECEIVED → PROCESSING → COMPLETED`` when all goes well and
 from __future__ import annotations
 
 import enum
+import traceback
 from typing import Any, Final
 
 import attrs
@@ -16,6 +17,7 @@ from ._exceptions import ConfigurationError, InvalidTransition
 
 __all__ = [
     "MAX_ERROR_TEXT",
+    "MAX_TRACEBACK_TEXT",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "ErrorInfo",
@@ -76,19 +78,26 @@ def check_transition(job_id: str, source: JobState, target: JobState) -> None:
 MAX_ERROR_TEXT = 4000
 """The most characters of an exception's message that a record keeps."""
 
+MAX_TRACEBACK_TEXT = 8000
+"""The most characters of an exception's traceback that a record keeps."""
+
 
 @attrs.frozen
 class ErrorInfo:
-    """The type and message of the exception that ended an attempt."""
+    """The type, message and traceback of the exception that ended an attempt."""
 
     type: str
     """The exception class: ``"ValueError"`` for builtins, else ``"module.Class"``."""
     message: str
     """``str()`` of the exception, cut to `MAX_ERROR_TEXT` characters."""
+    traceback: str = attrs.field(default="", eq=False)
+    """The formatted traceback, its last `MAX_TRACEBACK_TEXT` characters (the frames
+    nearest the error); empty when none was kept. Not compared: two errors of the
+    same type and message are the same error."""
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
-        """Describe *exc*."""
+        """Describe *exc*, with its traceback."""
         kind = type(exc)
         name = kind.__qualname__
         if kind.__module__ not in ("builtins", "__main__"):
@@ -97,7 +106,11 @@ class ErrorInfo:
         if len(message) > MAX_ERROR_TEXT:  # a record keeps a bounded account
             cut = len(message) - MAX_ERROR_TEXT
             message = f"{message[:MAX_ERROR_TEXT]}… ({cut} more characters)"
-        return cls(type=name, message=message)
+        trace = "".join(traceback.format_exception(exc))
+        if len(trace) > MAX_TRACEBACK_TEXT:  # the end is where the error is
+            cut = len(trace) - MAX_TRACEBACK_TEXT
+            trace = f"({cut} characters cut) …{trace[-MAX_TRACEBACK_TEXT:]}"
+        return cls(type=name, message=message, traceback=trace)
 
 
 @attrs.frozen

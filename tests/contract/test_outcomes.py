@@ -65,6 +65,7 @@ async def test_exhausted_attempts_dead_letter_the_job_with_its_last_error(
     [dead] = await Queue(backend).dead_letters()
     assert (dead.id, dead.state, dead.attempts) == ("j", JobState.FAILED, 3)
     assert dead.last_error == trioqueue.ErrorInfo(type=dead.last_error.type, message="attempt 3")
+    assert "in handler" in dead.last_error.traceback  # where it failed, kept with it
     assert dead.reason == "failed 3 of 3 attempts"
     snap = await backend.stats()
     assert (snap.processed, snap.failed, snap.retries, snap.dead_lettered) == (3, 3, 2, 1)

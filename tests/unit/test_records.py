@@ -11,6 +11,7 @@ import pytest
 import trioqueue
 from trioqueue._records import (
     MAX_ERROR_TEXT,
+    MAX_TRACEBACK_TEXT,
     TERMINAL_STATES,
     TRANSITIONS,
     ErrorInfo,
@@ -139,6 +140,30 @@ class TestErrorInfo:
     )
     def test_builtins_have_bare_names(self, exc, kind, message):
         assert ErrorInfo.from_exception(exc) == ErrorInfo(type=kind, message=message)
+
+    def test_the_traceback_is_kept_with_the_frames_nearest_the_error(self):
+        def deep(n: int) -> None:
+            if n == 0:
+                raise ValueError("at the bottom")
+            deep(n - 1)
+
+        try:
+            deep(3)
+        except ValueError as exc:
+            info = ErrorInfo.from_exception(exc)
+        assert info.traceback.startswith("Traceback (most recent call last):")
+        assert info.traceback.count("in deep") == 4
+        assert info.traceback.endswith("ValueError: at the bottom\n")
+
+    def test_a_long_traceback_keeps_its_end(self):
+        try:
+            raise ValueError("x" * (2 * MAX_TRACEBACK_TEXT))
+        except ValueError as exc:
+            info = ErrorInfo.from_exception(exc)
+        assert info.traceback.startswith("(")
+        assert "characters cut) …" in info.traceback
+        assert len(info.traceback) < MAX_TRACEBACK_TEXT + 40
+        assert info.traceback.endswith("xxx\n")
 
     def test_a_long_message_is_cut_and_says_how_much(self):
         assert ErrorInfo.from_exception(ValueError("x" * MAX_ERROR_TEXT)).message == (

@@ -462,6 +462,7 @@ class RedisBackend:
                 error.type if error else "",
                 error.message if error else "",
                 reason,
+                error.traceback if error else "",
             )
         )
         local = self._metrics

@@ -1,8 +1,8 @@
--- Record the outcomes of attempts, in order. ARGV[8..]: groups of six: id, token,
--- kind, error type, error message, reason. kind: ack, drop, dead, retry (the claim
+-- Record the outcomes of attempts, in order. ARGV[8..]: groups of seven: id, token,
+-- kind, error type, error message, reason, error traceback. kind: ack, drop, dead, retry (the claim
 -- keeps the job), requeue (a job that waited to retry goes back on the queue).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
-local function settle(id, token, kind, etype, emsg, reason)
+local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
   if redis.call('HGET', key, 't') ~= token then
     count('stale')
@@ -22,7 +22,7 @@ local function settle(id, token, kind, etype, emsg, reason)
   redis.call('HSET', key, 'u', stamp(NOW))
   count('processed')
   if etype ~= '' then
-    redis.call('HSET', key, 'et', etype, 'em', emsg)
+    redis.call('HSET', key, 'et', etype, 'em', emsg, 'tb', etrace)
     count('failed')
   end
   if kind == 'retry' then
@@ -48,7 +48,8 @@ local function settle(id, token, kind, etype, emsg, reason)
 end
 
 local out = {}
-for i = 8, #ARGV, 6 do
-  out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+for i = 8, #ARGV, 7 do
+  out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6])
 end
 return out
