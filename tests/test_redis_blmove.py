@@ -138,3 +138,39 @@ async def test_a_wait_whose_connection_is_killed_is_an_outage_not_a_crash(
                 nursery.start_soon(kill_when_blocked)
                 with pytest.raises(trioqueue.BackendUnavailable):
                     await backend.claim(1, lease=30, block=30)
+
+
+async def test_a_job_put_back_after_a_cancelled_wait_never_overfills_the_queue(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, capacity=1
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        keys = backend.keys
+        queue = Queue(backend)
+        unblock = backend._conn.client.client_unblock
+
+        async def too_late(client_id: int, *args: object) -> bool:
+            await queue.enqueue("first", id="first")  # the waiting BLMOVE takes it
+            with trio.fail_after(10):
+                while not await raw.llen(keys.processing):  # noqa: ASYNC110 - in Redis
+                    await trio.sleep(0.001)
+            await queue.enqueue("second", id="second")  # into the room it left
+            assert not await unblock(client_id, *args)
+            return False
+
+        backend._conn.client.client_unblock = too_late  # type: ignore[method-assign]
+        with trio.move_on_after(0.05):
+            await backend.claim(1, lease=30, block=60)
+        backend._conn.client.client_unblock = unblock  # type: ignore[method-assign]
+
+        assert await raw.llen(keys.ready) == 1  # the capacity holds
+        first = await backend.status("first")
+        assert first is not None
+        assert not first.queued  # stored, first in line for the next room
+        claims = await backend.claim(1, lease=30, block=0)
+        claims += await backend.claim(1, lease=30, block=0)
+        assert sorted(c.job.id for c in claims) == ["first", "second"]
