@@ -72,6 +72,21 @@ def test_demo_json_report_accounts_for_every_job():
     assert report["gauges"]["queue_depth"] == 0
 
 
+def test_demo_with_the_same_seed_gives_the_same_counters():
+    args = ("demo", "--jobs", "300", "--fail-rate", "0.4", "--max-attempts", "2")
+    args += ("--workers", "8", "--handler-ms", "0", "--seed", "11", "--json")
+    counters = ("succeeded", "failed", "retries", "dead_lettered")
+    reports = []
+    for _ in range(3):
+        result = run(*args)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        reports.append({name: report[name] for name in counters})
+    assert reports[0]["dead_lettered"] > 0
+    assert reports[1] == reports[0]
+    assert reports[2] == reports[0]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -153,6 +168,66 @@ def test_verbosity_flags_choose_which_job_outcomes_are_logged(flags, shown, hidd
         assert text in result.stderr
     for text in hidden:
         assert text not in result.stderr
+
+
+def test_verbosity_flags_work_after_the_command_too():
+    result = run("demo", "--jobs", "50", "--fail-rate", "0.5", "--seed", "4", "--json", "-v")
+    assert result.returncode == 0, result.stderr
+    assert "retrying in" in result.stderr
+    assert "completed on attempt" not in result.stderr
+    both = run("-v", "demo", "--jobs", "50", "--fail-rate", "0.5", "--seed", "4", "--json", "-v")
+    assert "completed on attempt" in both.stderr  # -v before and -v after: -vv
+
+
+def test_version():
+    from trioqueue import __version__
+
+    result = run("--version")
+    assert (result.returncode, result.stdout) == (0, f"trioqueue {__version__}\n")
+
+
+def test_help_shows_the_defaults():
+    import inspect
+
+    from trioqueue import open_worker_pool
+
+    library = inspect.signature(open_worker_pool).parameters["workers"].default
+    demo = run("demo", "--help").stdout
+    assert "(default: 1000)" in demo  # --jobs
+    assert f"concurrent handlers (default: {library})" in demo
+    assert "(default: a random one)" in demo  # --seed
+    worker = subprocess.run(
+        [sys.executable, "-m", "trioqueue", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**__import__("os").environ, "COLUMNS": "1000"},
+    ).stdout
+    assert f"concurrent handlers (default: {library})" in worker
+    assert "attempts per job (default: 5)" in worker
+    assert "(default: None)" not in worker
+    assert "(default: False)" not in worker
+
+
+@pytest.mark.parametrize(
+    ("args", "prefix", "message"),
+    [
+        (["demo", "--jobs", "0"], "trioqueue demo: error: ", "argument --jobs: 0 is too small"),
+        (["demo", "--bogus"], "trioqueue demo: error: ", "unrecognized arguments: --bogus"),
+        (["dead", "lst"], "trioqueue dead: error: ", "invalid choice: 'lst'"),
+        (["stats", "--interval"], "trioqueue stats: error: ", "expected one argument"),
+        ([], "trioqueue: error: ", "required: COMMAND"),
+        (["nope"], "trioqueue: error: ", "invalid choice: 'nope'"),
+    ],
+)
+def test_usage_errors_are_one_line_with_the_command_and_exit_status_2(args, prefix, message):
+    result = run(*args)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(prefix)
+    assert message in result.stderr
+    assert "--help`" in result.stderr  # where to look
 
 
 def test_printable_escapes_control_characters_and_leaves_the_rest_alone():

@@ -80,6 +80,12 @@ class Target:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
+    def assert_untouched(self) -> None:
+        """Nothing was ever written to the queue: ``stats`` finds no such queue."""
+        result = self.run("stats", "--interval", "0.05")
+        assert result.returncode == 1, result.stdout
+        assert "does not exist yet" in result.stderr
+
     def enqueue_lines(self, count: int) -> None:
         lines = "".join(json.dumps({"n": n, "id": f"j{n}"}) + "\n" for n in range(count))
         result = self.run("enqueue", "--id-key", "id", stdin=lines)
@@ -315,6 +321,7 @@ def test_enqueue_is_idempotent_by_id_and_reports_conflicts(target):
     assert target.run("enqueue", '{"to": "a"}', "--id", "w1").stdout == "w1 already there\n"
     conflict = target.run("enqueue", '{"to": "b"}', "--id", "w1")
     assert conflict.returncode == 1
+    assert conflict.stderr.startswith("trioqueue enqueue: ")
     assert "already exists with a different payload" in conflict.stderr
     counters = target.stats()["counters"]
     assert (counters["enqueued"], counters["deduplicated"], counters["conflicts"]) == (1, 1, 1)
@@ -345,7 +352,144 @@ def test_bad_enqueue_input_enqueues_nothing(target, args, stdin, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
-    assert target.stats()["counters"]["enqueued"] == 0
+    target.assert_untouched()
+
+
+class Producer:
+    """A ``trioqueue enqueue`` subprocess on *target*'s queue whose stderr is read as it comes."""
+
+    def __init__(self, target: Target, *args: str, stdin: Any = subprocess.PIPE) -> None:
+        command = [sys.executable, "-m", "trioqueue", "enqueue", *args]
+        command += ["--redis", target.url, "--queue", target.queue]
+        self.process = subprocess.Popen(
+            command,
+            cwd=HERE,
+            env=environment(),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.err: stdlib_queue.Queue[str] = stdlib_queue.Queue()
+        self.pump = threading.Thread(target=Worker._pump, args=(self.process.stderr, self.err))
+        self.pump.start()
+
+    def wait_for(self, text: str) -> str:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            line = self.err.get(timeout=max(0.0, deadline - time.monotonic()))
+            if text in line:
+                return line
+
+    def finish(self) -> tuple[int, str]:
+        """The exit status and standard output."""
+        out = self.process.stdout.read() if self.process.stdout else ""
+        status = self.process.wait(timeout=TIMEOUT)
+        self.pump.join(timeout=TIMEOUT)
+        return status, out
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def producers() -> Iterator[list[Producer]]:
+    started: list[Producer] = []
+    yield started
+    for producer in started:
+        producer.close()
+
+
+def lines_of(count: int) -> str:
+    return "".join(json.dumps({"n": n, "id": f"j{n}"}) + "\n" for n in range(count))
+
+
+def test_enqueue_into_a_full_queue_says_it_waits_and_an_interrupt_prints_the_summary(
+    target, producers
+):
+    producer = Producer(target, "--id-key", "id", "--capacity", "2")
+    producers.append(producer)
+    assert producer.process.stdin is not None
+    producer.process.stdin.write(lines_of(3))
+    producer.process.stdin.close()
+    line = producer.wait_for("waiting for room")
+    assert line == (
+        "trioqueue enqueue: waiting for room: 2 of 3 enqueued, the queue is full "
+        "(capacity 2); workers free it"
+    )
+    producer.process.send_signal(signal.SIGINT)
+    status, out = producer.finish()
+    assert status == 130
+    assert out == "accepted 2, deduplicated 0, conflicts 0, not sent 1\n"
+
+
+def test_a_single_enqueue_waits_for_room_saying_so_until_a_worker_frees_it(
+    target, producers, workers
+):
+    target.run("enqueue", "--id-key", "id", "--capacity", "1", stdin=lines_of(1))
+    producer = Producer(target, '{"n": 9}', "--id", "late", "--capacity", "1")
+    producers.append(producer)
+    producer.wait_for("waiting for room: 0 of 1 enqueued, the queue is full (capacity 1)")
+    worker = Worker(target, "cli_handlers:record", "--capacity", "1")
+    workers.append(worker)
+    status, out = producer.finish()
+    assert (status, out) == (0, "late enqueued\n")
+
+
+def test_enqueue_no_wait_refuses_a_full_queue_and_reports_what_was_not_accepted(target):
+    result = target.run("enqueue", "--id-key", "id", "--capacity", "2", "--no-wait",
+                        stdin=lines_of(4))  # fmt: skip
+    assert result.returncode == 1
+    assert result.stdout == "accepted 2, deduplicated 0, conflicts 0, not sent 2\n"
+    assert (
+        "trioqueue enqueue: the queue is full (capacity 2): 2 not accepted, from job j2 on; "
+        in result.stderr
+    )
+    assert target.stats()["counters"]["enqueued"] == 2
+    single = target.run("enqueue", '{"n": 1}', "--capacity", "2", "--no-wait")
+    assert single.returncode == 1
+    assert "1 not accepted" in single.stderr
+    conflicting = target.run("enqueue", "--no-wait", "--submit", '{"n": 1}')
+    assert conflicting.returncode == 2
+    assert "not allowed with argument" in conflicting.stderr
+
+
+def test_enqueue_submit_stores_what_does_not_fit(target):
+    result = target.run("enqueue", "--id-key", "id", "--capacity", "2", "--submit",
+                        stdin=lines_of(3))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "accepted 3, deduplicated 0, conflicts 0 (1 of the accepted stored until the queue "
+        "has room)\n"
+    )
+    single = target.run("enqueue", '{"n": 1}', "--id", "s", "--capacity", "2", "--submit")
+    assert (single.returncode, single.stdout) == (0, "s stored until the queue has room\n")
+    stats = target.stats()
+    assert (stats["ready"], stats["stored"]) == (2, 2)
+
+
+def test_enqueue_from_a_terminal_says_how_to_end_the_input(target, producers):
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        producer = Producer(target, stdin=follower)
+        producers.append(producer)
+        producer.wait_for(
+            "trioqueue enqueue: reading one JSON payload per line from standard input; "
+            "end with Ctrl-D"
+        )
+        os.write(leader, b'{"n": 1}\n\x04')
+        status, out = producer.finish()
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert (status, out) == (0, "accepted 1, deduplicated 0, conflicts 0\n")
 
 
 @pytest.mark.parametrize(
@@ -357,6 +501,26 @@ def test_an_unreachable_redis_is_a_one_line_error(command):
     assert "could not be reached" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_queue_is_taken_from_the_environment_unless_given(target):
+    env = {"TRIOQUEUE_QUEUE": target.queue}
+    result = cli("enqueue", '{"n": 1}', "--id", "e1", "--redis", target.url, env=env)
+    assert (result.returncode, result.stdout) == (0, "e1 enqueued\n"), result.stderr
+    assert target.stats()["ready"] == 1  # the same queue, named by --queue
+    other = queue_name()
+    given = cli("enqueue", '{"n": 2}', "--redis", target.url, "--queue", other, env=env)
+    assert given.returncode == 0, given.stderr
+    assert target.stats()["ready"] == 1  # --queue wins over the environment
+
+
+def test_without_a_queue_the_command_says_the_two_ways_to_give_one(redis_server):
+    result = cli("stats", "--redis", redis_server.url)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "trioqueue stats: no queue: give --queue NAME or set TRIOQUEUE_QUEUE, "
+        "e.g. --queue '{mail}'\n"
+    )
 
 
 def test_a_queue_without_a_hash_tag_is_refused_with_the_tag_to_use(redis_server):
@@ -381,6 +545,16 @@ def test_stats_shows_lists_claims_dead_letters_and_throughput(target, workers):
     assert "0 dead" in first
     assert "enqueued=4" in counters
     assert throughput.startswith("throughput: 0.0 jobs/s")
+
+
+def test_stats_on_a_queue_the_server_never_saw_says_so(target):
+    result = target.run("stats", "--interval", "0.05")
+    assert result.returncode == 1
+    assert f"the queue {target.queue} does not exist yet on " in result.stderr
+    assert "check --queue and the Redis URL" in result.stderr
+    assert result.stdout == ""
+    target.run("enqueue", '{"n": 1}')
+    assert target.stats()["ready"] == 1  # once used, it is there
 
 
 # --- dead letters ---------------------------------------------------------------------
@@ -437,6 +611,19 @@ def test_a_dead_letter_that_never_was_json_lists_and_shows(target, workers):
     assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", created)
 
 
+def test_without_dead_letters_list_and_requeue_all_say_so(target):
+    target.run("enqueue", '{"n": 1}')
+    listed = target.run("dead", "list")
+    assert (listed.returncode, listed.stdout) == (0, "")
+    assert f"no dead letters in {target.queue}" in listed.stderr
+    as_json = target.run("dead", "list", "--json")
+    assert (as_json.returncode, as_json.stdout, as_json.stderr) == (0, "", "")
+    requeued = target.run("dead", "requeue", "--all")
+    assert (requeued.returncode, requeued.stdout) == (0, "")
+    assert "no dead letters" in requeued.stderr
+    assert "nothing requeued" in requeued.stderr
+
+
 def test_purge_all_forgets_every_dead_letter(target, workers):
     make_dead_letters(target, workers, 2)
     assert target.run("dead", "purge", "--all").stdout == "purged 2\n"
@@ -473,6 +660,23 @@ def test_the_demo_runs_on_redis(redis_server):
     assert report["enqueued"] == 300
     assert report["succeeded"] + report["dead_lettered"] == 300
     assert report["conserved"] is True
+
+
+def test_the_demo_on_redis_names_its_queue_so_its_dead_letters_can_be_listed(redis_server):
+    result = cli(
+        "demo", "--redis", redis_server.url, "--jobs", "100", "--fail-rate", "0.5",
+        "--max-attempts", "1", "--capacity", "16", "--seed", "3", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    dead = json.loads(result.stdout)["dead_lettered"]
+    assert dead > 0
+    match = re.search(r"running on the Redis queue (\{trioqueue-demo-\w+\})", result.stderr)
+    assert match, result.stderr
+    command = re.search(r"`trioqueue (dead list [^`]*)`", result.stderr)
+    assert command, result.stderr
+    listed = cli(*command.group(1).replace("'", "").split(), "--redis", redis_server.url)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == dead
 
 
 def test_python_dash_m_and_the_console_script_are_the_same():
@@ -542,7 +746,7 @@ def test_enqueue_refuses_lines_that_are_not_utf8(target):
     )  # fmt: skip
     assert result.returncode == 2
     assert b"line 2 is not UTF-8" in result.stderr
-    assert target.stats()["counters"]["enqueued"] == 0
+    target.assert_untouched()
 
 
 def test_dead_show_and_list_are_only_about_dead_letters(target):
@@ -586,7 +790,7 @@ def test_the_url_is_taken_from_redis_then_the_file_then_the_environment(
     redis_server, tmp_path, redis, file, env, used
 ):
     urls = {"good": redis_server.url, "dead": dead_url()}
-    args = ["stats", "--queue", queue_name(), "--interval", "0.01"]
+    args = ["dead", "list", "--queue", queue_name()]
     if redis is not None:
         args += ["--redis", urls[redis]]
     if file is not None:
@@ -615,7 +819,11 @@ def test_every_redis_command_takes_the_url_from_a_file_or_the_environment(
         *command, *given, "--queue", queue_name(),
         env={URL_ENV: redis_server.url} if source == "env" else None,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    if command == ["stats"]:  # it reached the server, which never saw the queue
+        assert result.returncode == 1
+        assert "does not exist yet on redis://" in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
 
 
 def test_without_a_url_the_command_says_the_three_ways_to_give_one():

@@ -2,7 +2,7 @@
 
 Each command is a coroutine taking the parsed arguments and returning the exit
 status. Errors a user can meet are printed as one line that says what to fix:
-exit status 2 for bad input or settings, 1 for an unreachable Redis or a job
+exit status 2 for bad input or settings, 1 for an unreachable Redis, a queue or a job
 that is not there, 130 when interrupted.
 """
 
@@ -13,12 +13,15 @@ import json
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 import trio
 
+from . import __version__
+from ._backend import AddMode
 from ._cli_args import (
+    NotThere,
     UsageError,
     add_redis_options,
     add_redis_url_options,
@@ -28,6 +31,7 @@ from ._cli_args import (
     positive_int,
     printable,
     rate,
+    resolve_queue,
     resolve_redis_url,
     seconds,
 )
@@ -39,20 +43,56 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trioqueue", description="A job queue for Trio.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more")
-    parser.add_argument("-q", "--quiet", action="count", default=0, help="log less")
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default, unless it has none or its help says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.nargs == 0  # a flag: --json, -v
+            or action.default is None
+            or action.default is argparse.SUPPRESS
+            or "default" in text
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line: ``trioqueue COMMAND: error: ...``, exit 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {printable(message)}; see `{self.prog} --help`\n")
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, suffix: str = "") -> None:
+    """``-v`` and ``-q``; *suffix* keeps the command's own apart from those before it."""
+    parser.add_argument(
+        "-v", "--verbose", dest="verbose" + suffix, action="count", default=0, help="log more"
+    )
+    parser.add_argument(
+        "-q", "--quiet", dest="quiet" + suffix, action="count", default=0, help="log less"
+    )
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser, and each command's own (for errors about the command's arguments)."""
+    parser = _Parser(prog="trioqueue", description="A job queue for Trio.")
+    parser.add_argument("--version", action="version", version=f"trioqueue {__version__}")
+    _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_demo(commands)
-    _add_worker(commands)
-    _add_enqueue(commands)
-    _add_stats(commands)
-    _add_dead(commands)
-    return parser
+    for add in (_add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead):
+        add(commands)
+    for command in commands.choices.values():
+        _add_verbosity(command, "_after")
+    return parser, dict(commands.choices)
 
 
-def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_demo(commands: argparse._SubParsersAction[_Parser]) -> None:
     demo = commands.add_parser(
         "demo",
         help="run jobs with simulated failures through a pool and print the metrics",
@@ -61,12 +101,14 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--fail-rate, retry with backoff, and print the report.",
     )
     demo.add_argument("--jobs", type=positive_int, default=1000, help="jobs to enqueue")
-    demo.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
+    demo.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
     demo.add_argument("--capacity", type=positive_int, default=64, help="ready-queue capacity")
     demo.add_argument("--fail-rate", type=rate, default=0.2, help="chance an attempt fails")
     demo.add_argument("--max-attempts", type=positive_int, default=4, help="attempts per job")
     demo.add_argument("--handler-ms", type=non_negative, default=1.0, help="simulated work")
-    demo.add_argument("--seed", type=int, default=None, help="seed for failures and jitter")
+    demo.add_argument(
+        "--seed", type=int, help="seed for failures and jitter (default: a random one)"
+    )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
     # not from the environment: a variable exported for the other commands must not
     # turn the in-memory demo into one that writes to that Redis
@@ -75,7 +117,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.set_defaults(run=_demo, log_level=logging.WARNING)
 
 
-def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
     worker = commands.add_parser(
         "worker",
         help="run a handler on the jobs of a Redis queue until SIGTERM or SIGINT",
@@ -86,7 +128,7 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     worker.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
     add_redis_options(worker)
-    worker.add_argument("--workers", type=positive_int, default=8, help="concurrent handlers")
+    worker.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
     worker.add_argument("--prefetch", type=non_negative_int, default=0, help="jobs claimed ahead")
     worker.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per job")
     worker.add_argument(
@@ -117,7 +159,7 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     worker.set_defaults(run=_worker, log_level=logging.INFO)
 
 
-def _add_enqueue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
     enqueue = commands.add_parser(
         "enqueue",
         help="enqueue a job, or one job per line of standard input",
@@ -127,11 +169,29 @@ def _add_enqueue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     enqueue.add_argument("json", metavar="JSON", nargs="?", help="the payload, e.g. '{\"n\": 1}'")
     enqueue.add_argument("--id", help="the job id (idempotent: the same id is enqueued once)")
     enqueue.add_argument("--id-key", metavar="KEY", help="take each line's id from this key")
+    full = enqueue.add_mutually_exclusive_group()
+    full.add_argument(
+        "--no-wait",
+        dest="mode",
+        action="store_const",
+        const=AddMode.NOWAIT,
+        help="when the queue is full, stop and report the jobs not accepted (exit status 1) "
+        "instead of waiting for room",
+    )
+    full.add_argument(
+        "--submit",
+        dest="mode",
+        action="store_const",
+        const=AddMode.SUBMIT,
+        help="when the queue is full, store the jobs and schedule them as room frees, "
+        "instead of waiting for room",
+    )
+    enqueue.set_defaults(mode=AddMode.WAIT)
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 
 
-def _add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_stats(commands: argparse._SubParsersAction[_Parser]) -> None:
     stats = commands.add_parser(
         "stats",
         help="what a Redis queue holds and how fast it moves",
@@ -147,7 +207,7 @@ def _add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.set_defaults(run=_stats, log_level=logging.WARNING)
 
 
-def _add_dead(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_dead(commands: argparse._SubParsersAction[_Parser]) -> None:
     dead = commands.add_parser(
         "dead",
         help="list, show, requeue or purge dead letters",
@@ -214,6 +274,8 @@ class _PrintableFormatter(logging.Formatter):
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
+    args.verbose += args.verbose_after  # -v before the command or after it
+    args.quiet += args.quiet_after
     level = args.log_level + 10 * (args.quiet - args.verbose)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -231,10 +293,15 @@ def _leaf(error: BaseException) -> BaseException:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = _parser().parse_args(argv)
+    parser, commands = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command, as its other errors are
+        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     _configure_logging(args)
     try:
         try:
+            if args.command != "demo":
+                resolve_queue(args)
             if hasattr(args, "redis"):
                 resolve_redis_url(args, required=args.command != "demo")
             return int(trio.run(args.run, args, restrict_keyboard_interrupt_to_checkpoints=True))
@@ -243,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigurationError) as exc:
         print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 2
-    except (BackendUnavailable, JobNotFound) as exc:
+    except (BackendUnavailable, JobNotFound, NotThere) as exc:
         print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

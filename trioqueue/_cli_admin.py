@@ -15,8 +15,8 @@ import attrs
 import trio
 
 from ._backend import AddMode
-from ._cli_args import UsageError, printable, redis_backend
-from ._exceptions import IdempotencyConflict, JobNotFound
+from ._cli_args import NotThere, UsageError, printable, redis_backend
+from ._exceptions import IdempotencyConflict, JobNotFound, QueueFull
 from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
 from ._records import JobState
@@ -35,6 +35,12 @@ __all__ = ["run_dead", "run_enqueue", "run_stats"]
 
 EXIT_CONFLICTS: Final = 1
 """``enqueue``'s exit status when some jobs conflicted with existing ones."""
+
+EXIT_REFUSED: Final = 1
+"""``enqueue --no-wait``'s exit status when the queue was full."""
+
+WAITING_REPORT_EVERY: Final = 3.0
+"""Seconds between ``enqueue``'s lines while it waits for room in a full queue."""
 
 
 # --- enqueue --------------------------------------------------------------------------
@@ -79,6 +85,48 @@ def _prepared(payload: Any, job_id: str | None, where: str) -> NewJob:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
 
 
+@attrs.define
+class _Tally:
+    """How far an ``enqueue`` got, for the summary line."""
+
+    total: int
+    accepted: int = 0
+    stored: int = 0
+    deduplicated: int = 0
+    conflicts: int = 0
+    waiting_since: float | None = None  # when the add under way started
+
+    @property
+    def done(self) -> int:
+        return self.accepted + self.deduplicated + self.conflicts
+
+    def summary(self, *, stopped: bool = False) -> str:
+        text = (
+            f"accepted {self.accepted}, deduplicated {self.deduplicated}, "
+            f"conflicts {self.conflicts}"
+        )
+        if stopped:
+            text += f", not sent {self.total - self.done}"
+        if self.stored:
+            text += f" ({self.stored} of the accepted stored until the queue has room)"
+        return text
+
+
+def _read_stdin(args: argparse.Namespace) -> list[NewJob]:
+    if args.id is not None:
+        raise UsageError(
+            "--id names one job: give its JSON as an argument, or use --id-key with lines"
+        )
+    if sys.stdin.isatty():
+        print(
+            "trioqueue enqueue: reading one JSON payload per line from standard input; "
+            "end with Ctrl-D",
+            file=sys.stderr,
+            flush=True,
+        )
+    return _jobs_from_lines(sys.stdin.buffer, args.id_key)
+
+
 async def run_enqueue(args: argparse.Namespace) -> int:
     """Enqueue one job from the argument, or one per line of standard input."""
     if args.json is not None:
@@ -86,40 +134,89 @@ async def run_enqueue(args: argparse.Namespace) -> int:
             raise UsageError("--id-key is for jobs read from standard input; use --id here")
         jobs = _jobs_from_argument(args)
     else:
-        if args.id is not None:
-            raise UsageError(
-                "--id names one job: give its JSON as an argument, or use --id-key with lines"
-            )
-        jobs = _jobs_from_lines(sys.stdin.buffer, args.id_key)
+        jobs = _read_stdin(args)
     backend = redis_backend(args)
-    accepted = deduplicated = conflicts = 0
+    tally = _Tally(len(jobs))
     async with backend:
         try:
-            for job in jobs:
-                try:
-                    receipt = await backend.add(job, AddMode.WAIT)
-                except IdempotencyConflict as exc:
-                    conflicts += 1
-                    print(f"trioqueue: {printable(exc)}", file=sys.stderr)
-                    continue
-                deduplicated += receipt.deduplicated
-                accepted += not receipt.deduplicated
-                if args.json is not None:
-                    state = "already there" if receipt.deduplicated else "enqueued"
-                    print(f"{printable(receipt.id)} {state}")
-        except BaseException:  # interrupted, or Redis went away: say how far it got
-            done = accepted + deduplicated + conflicts
-            if args.json is not None or not done:
-                raise  # nothing sent yet, or one job: the error says it all
-            print(
-                f"stopped after {done} of {len(jobs)} jobs: accepted {accepted}, deduplicated "
-                f"{deduplicated}, conflicts {conflicts}; jobs with ids can be sent again safely",
-                file=sys.stderr,
-            )
+            async with trio.open_nursery() as nursery:
+                if args.mode is AddMode.WAIT:
+                    nursery.start_soon(_report_waiting, tally, args.capacity)
+                refused = await _send(args, backend, jobs, tally)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:  # interrupted, or Redis went away: say how far it got
+            interrupted = isinstance(_leaf(exc), KeyboardInterrupt)
+            if interrupted or (args.json is None and tally.done):
+                print(tally.summary(stopped=True), flush=True)
+                print("trioqueue enqueue: jobs with ids can be sent again safely", file=sys.stderr)
             raise
+    if refused:
+        print(tally.summary(stopped=True), flush=True)
+        job = jobs[tally.done]
+        print(
+            f"trioqueue enqueue: the queue is full (capacity {args.capacity}): "
+            f"{tally.total - tally.done} not accepted, from job {printable(job.id)} on; "
+            "send them again when workers have freed room, or leave out --no-wait to wait "
+            "for it (--submit stores them until then)",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
     if args.json is None:
-        print(f"accepted {accepted}, deduplicated {deduplicated}, conflicts {conflicts}")
-    return EXIT_CONFLICTS if conflicts else 0
+        print(tally.summary())
+    return EXIT_CONFLICTS if tally.conflicts else 0
+
+
+def _leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+async def _send(
+    args: argparse.Namespace, backend: RedisBackend, jobs: list[NewJob], tally: _Tally
+) -> bool:
+    """Add the jobs in order, counting them in *tally*; True if --no-wait found it full."""
+    for job in jobs:
+        tally.waiting_since = trio.current_time()
+        try:
+            receipt = await backend.add(job, args.mode)
+        except IdempotencyConflict as exc:
+            tally.conflicts += 1
+            print(f"trioqueue enqueue: {printable(exc)}", file=sys.stderr)
+            continue
+        except QueueFull:
+            return True
+        finally:
+            tally.waiting_since = None
+        tally.deduplicated += receipt.deduplicated
+        tally.accepted += not receipt.deduplicated
+        tally.stored += not receipt.deduplicated and not receipt.queued
+        if args.json is not None:
+            state = (
+                "already there"
+                if receipt.deduplicated
+                else "enqueued"
+                if receipt.queued
+                else "stored until the queue has room"
+            )
+            print(f"{printable(receipt.id)} {state}")
+    return False
+
+
+async def _report_waiting(tally: _Tally, capacity: int) -> None:
+    """Every few seconds an add has waited, say why on stderr. Runs until cancelled."""
+    while True:
+        await trio.sleep(WAITING_REPORT_EVERY / 4)
+        since = tally.waiting_since
+        if since is None or trio.current_time() - since < WAITING_REPORT_EVERY:
+            continue
+        print(
+            f"trioqueue enqueue: waiting for room: {tally.done} of {tally.total} enqueued, "
+            f"the queue is full (capacity {capacity}); workers free it",
+            file=sys.stderr,
+            flush=True,
+        )
+        await trio.sleep(WAITING_REPORT_EVERY * 3 / 4)
 
 
 # --- stats ----------------------------------------------------------------------------
@@ -129,6 +226,7 @@ async def run_stats(args: argparse.Namespace) -> int:
     """Print what the queue holds and how fast it moves; with --watch, until interrupted."""
     backend = redis_backend(args)
     async with backend:
+        await _check_queue_exists(args, backend)
         previous = await backend.stats()
         while True:
             await trio.sleep(args.interval)
@@ -138,6 +236,22 @@ async def run_stats(args: argparse.Namespace) -> int:
             print(_stats_text(args, info, snap, rate), flush=True)
             if not args.watch:
                 return 0
+
+
+async def _check_queue_exists(args: argparse.Namespace, backend: RedisBackend) -> None:
+    """Refuse a queue this server has never seen (a mistyped name), before reading it.
+
+    Every queue that was ever used has its settings key or its counters key.
+    """
+    keys = backend.keys
+    with backend._conn.reachable():
+        found = await backend._conn.client.exists([keys.config, keys.stats])
+    if not found:
+        raise NotThere(
+            f"the queue {printable(args.queue)} does not exist yet on "
+            f"{printable(backend._conn.where)}: check --queue and the Redis URL "
+            "(a queue exists once a job was enqueued to it or a worker ran on it)"
+        )
 
 
 def _stats_text(
@@ -206,7 +320,10 @@ async def run_dead(args: argparse.Namespace) -> int:
 async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
     queue = Queue(backend)
     if args.action == "list":
-        for record in await queue.dead_letters():
+        records = await queue.dead_letters()
+        if not records and not args.json:
+            print(f"trioqueue dead: no dead letters in {printable(args.queue)}", file=sys.stderr)
+        for record in records:
             if args.json:
                 print(json.dumps(_record_json(record)))
             else:
@@ -226,6 +343,11 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
         return 0
     if args.action == "requeue":
         ids = [r.id for r in await queue.dead_letters()] if args.all else [args.job_id]
+        if not ids:
+            print(
+                f"trioqueue dead: no dead letters in {printable(args.queue)}; nothing requeued",
+                file=sys.stderr,
+            )
         for job_id in ids:
             await queue.requeue_dead(job_id)
             print(f"{printable(job_id)} requeued")

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from ._pool import Handler
 
 __all__ = [
+    "QUEUE_ENV",
     "REDIS_URL_ENV",
+    "NotThere",
     "UsageError",
     "add_redis_options",
     "add_redis_url_options",
@@ -30,9 +32,13 @@ __all__ = [
     "rate",
     "redis_backend",
     "redis_url",
+    "resolve_queue",
     "resolve_redis_url",
     "seconds",
 ]
+
+QUEUE_ENV: Final = "TRIOQUEUE_QUEUE"
+"""The environment variable a Redis command takes its queue from when ``--queue`` is not given."""
 
 REDIS_URL_ENV: Final = "TRIOQUEUE_REDIS_URL"
 """The environment variable a Redis command takes its URL from, after ``--redis-url-file``."""
@@ -54,6 +60,10 @@ _ESCAPES: Final = {
 
 class UsageError(Exception):
     """Bad input on the command line: reported in one line, exit status 2."""
+
+
+class NotThere(Exception):
+    """What the command names (a queue) is not there: reported in one line, exit status 1."""
 
 
 def printable(text: object) -> str:
@@ -266,6 +276,20 @@ def resolve_redis_url(args: argparse.Namespace, *, required: bool) -> None:
     args.redis = text
 
 
+def resolve_queue(args: argparse.Namespace) -> None:
+    """Set ``args.queue`` from ``--queue``, else `QUEUE_ENV`.
+
+    Raises:
+        UsageError: Neither names a queue.
+    """
+    if args.queue is not None:
+        return
+    name = os.environ.get(QUEUE_ENV, "").strip()
+    if not name:
+        raise UsageError(f"no queue: give --queue NAME or set {QUEUE_ENV}, e.g. --queue '{{mail}}'")
+    args.queue = name
+
+
 def _read_url_file(path: str) -> str:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -294,8 +318,7 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queue",
         metavar="NAME",
-        required=True,
-        help="the queue's key, with a hash tag: '{mail}'",
+        help=f"the queue's key, with a hash tag: '{{mail}}' (default: ${QUEUE_ENV})",
     )
     parser.add_argument(
         "--capacity", type=positive_int, default=1000, help="most jobs on the ready list"

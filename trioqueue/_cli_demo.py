@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sys
@@ -18,6 +19,7 @@ except ImportError:  # the cli extra is not installed: plain progress lines
     _BAR = False
 
 from ._backends._memory import MemoryBackend
+from ._cli_args import printable
 from ._metrics import COUNTER_NAMES
 from ._pool import open_worker_pool
 from ._queue import Queue
@@ -52,19 +54,38 @@ def _redis_backend(args: argparse.Namespace) -> RedisBackend:
     )
 
 
+def fails(seed: int, job_id: str, attempt: int, fail_rate: float) -> bool:
+    """Whether the demo fails this attempt: a function of the seed, the job and the attempt.
+
+    Not of the order in which workers happen to run the jobs, so a run with the
+    same ``--seed`` gives the same successes, failures, retries and dead letters.
+    """
+    digest = hashlib.blake2b(f"{seed}:{job_id}:{attempt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < fail_rate
+
+
 async def run_demo(args: argparse.Namespace) -> MetricsSnapshot:
     """Run the demo the arguments describe; return the queue's final stats."""
-    rng = random.Random(args.seed)
+    seed = random.randrange(2**32) if args.seed is None else args.seed
     work = args.handler_ms / 1000
 
     async def handler(job: Job) -> None:
         await trio.sleep(work)
-        if rng.random() < args.fail_rate:
+        if fails(seed, job.id, job.attempt, args.fail_rate):
             raise SimulatedFailure(f"simulated failure of job {job.id} attempt {job.attempt}")
 
     if args.redis is None:
         return await _run(MemoryBackend(capacity=args.capacity), handler, args)
-    async with _redis_backend(args) as backend:
+    backend = _redis_backend(args)
+    print(
+        f"trioqueue demo: running on the Redis queue {printable(backend.keys.ready)} (its keys "
+        f"expire {_DEMO_KEY_TTL / 3600:g} hour after the run); see its dead letters with "
+        f"`trioqueue dead list --queue '{printable(backend.keys.ready)}' --capacity "
+        f"{args.capacity} --key-ttl {_DEMO_KEY_TTL:g}` and the same Redis URL",
+        file=sys.stderr,
+        flush=True,
+    )
+    async with backend:
         return await _run(backend, handler, args)
 
 
