@@ -9,6 +9,7 @@ that is not there, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import attrs
 import trio
 
-from . import __version__
 from ._backend import AddMode
 from ._cli_args import (
     NotThere,
@@ -82,7 +82,11 @@ def _add_verbosity(parser: argparse.ArgumentParser, suffix: str = "") -> None:
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser, and each command's own (for errors about the command's arguments)."""
     parser = _Parser(prog="trioqueue", description="A job queue for Trio.")
-    parser.add_argument("--version", action="version", version=f"trioqueue {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"trioqueue {importlib.metadata.version('trioqueue')}",
+    )
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead):
