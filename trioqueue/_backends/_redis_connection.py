@@ -86,9 +86,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         except ValueError:
             return 0.0
 
-    error = (
-        ErrorInfo(type=get("et"), message=get("em"), traceback=get("tb")) if get("et") else None
-    )
+    error = ErrorInfo(type=get("et"), message=get("em"), traceback=get("tb")) if get("et") else None
     raw = fields.get(b"p")
     payload: Any = None
     if raw is not None:
