@@ -25,6 +25,18 @@ def queue_name() -> str:
     return "{t-" + uuid.uuid4().hex[:12] + "}"
 
 
+async def dead_letters(backend: trioqueue.Backend, *ids: str) -> None:
+    """Make a dead letter of each of *ids*: one attempt each, and it fails."""
+
+    async def fail(job: trioqueue.Job) -> None:
+        raise RuntimeError("no")
+
+    retry = trioqueue.RetryPolicy(max_attempts=1)
+    async with trioqueue.open_worker_pool(backend, fail, retry=retry):
+        for job_id in ids:
+            await Queue(backend).enqueue(job_id, id=job_id)
+
+
 @pytest.fixture
 def full_server() -> Iterator[RedisServer]:
     """A private server with room for a few hundred small jobs and no eviction."""
@@ -154,17 +166,11 @@ async def test_a_record_nested_too_deep_for_python_becomes_a_dead_letter_that_li
 async def test_dead_letters_list_even_when_a_record_was_changed_by_hand(
     redis_server: RedisServer,
 ):
-    async def fail(job: trioqueue.Job) -> None:
-        raise RuntimeError("no")
-
     async with (
         trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
         coredis.Redis.from_url(redis_server.url) as raw,
     ):
-        retry = trioqueue.RetryPolicy(max_attempts=1)
-        async with trioqueue.open_worker_pool(backend, fail, retry=retry):
-            for name in ("a", "b"):
-                await Queue(backend).enqueue(name, id=name)
+        await dead_letters(backend, "a", "b")
         key = backend.keys.job_prefix
         await raw.hdel(key + "a", ["p"])  # its payload field is gone
         await raw.hset(key + "b", {"s": "weird", "a": "many"})
@@ -254,16 +260,11 @@ def test_settings_beyond_what_redis_holds_are_refused_before_anything_runs(optio
 async def test_a_dead_letter_whose_record_is_gone_is_reported_not_requeued(
     redis_server: RedisServer,
 ):
-    async def fail(job: trioqueue.Job) -> None:
-        raise RuntimeError("no")
-
     async with (
         trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
         coredis.Redis.from_url(redis_server.url) as raw,
     ):
-        retry = trioqueue.RetryPolicy(max_attempts=1)
-        async with trioqueue.open_worker_pool(backend, fail, retry=retry):
-            await Queue(backend).enqueue("p", id="gone")
+        await dead_letters(backend, "gone")
         await raw.delete([backend.keys.job_prefix + "gone"])
         with pytest.raises(trioqueue.JobNotFound, match=r"record is gone .* purge_dead"):
             await backend.requeue_dead("gone")
