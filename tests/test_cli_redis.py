@@ -206,6 +206,48 @@ def test_a_worker_runs_the_jobs_and_a_sigterm_stops_it_cleanly(target, workers):
     assert held(stats) == {"ready": 0, "stored": 0, "processing": 0, "claims": 0}
 
 
+def test_the_worker_takes_the_retry_policy_and_a_handler_timeout(target, workers):
+    target.enqueue_lines(1)
+    options = ("--max-attempts", "3", "--base-delay", "0", "--max-delay", "0")
+    worker = Worker(target, "cli_handlers:failing", *options)
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "failing", 3) == ["failing j0"] * 3  # no backoff wait
+    deadline = time.monotonic() + TIMEOUT
+    while target.stats()["dead"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+    [dead] = [json.loads(line) for line in target.run("dead", "list", "--json").stdout.splitlines()]
+    assert dead["attempts"] == 3
+
+    assert target.run("dead", "purge", "--all").returncode == 0
+    target.enqueue_lines(1)  # j0 again, a fresh job now that its dead letter is gone
+    slow = Worker(target, "cli_handlers:slow", "--max-attempts", "1", "--handler-timeout", "0.3")
+    workers.append(slow)
+    slow.wait_for(slow.out, "started", 1)
+    deadline = time.monotonic() + TIMEOUT
+    while target.stats()["dead"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    slow.signal(signal.SIGTERM)
+    assert slow.exit_status() == 0
+    shown = json.loads(target.run("dead", "show", "j0").stdout)
+    assert "handler_timeout=0.3s" in shown["last_error"]["message"]
+
+
+def test_a_retry_cap_below_its_base_is_refused_in_one_line(target):
+    result = cli(
+        "worker", "cli_handlers:record", "--redis", target.url, "--queue", target.queue,
+        "--base-delay", "2", "--max-delay", "1",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "trioqueue worker: --max-delay 1.0 is below --base-delay 2.0: raise --max-delay or "
+        "lower --base-delay"
+    )
+
+
 def test_sigterm_lets_running_handlers_finish_within_the_grace(target, workers):
     target.enqueue_lines(2)
     worker = Worker(target, "cli_handlers:brief", "--workers", "2", "--grace", "30")

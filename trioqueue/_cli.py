@@ -36,6 +36,7 @@ from ._cli_args import (
     seconds,
 )
 from ._exceptions import BackendUnavailable, ConfigurationError, JobNotFound
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -134,7 +135,31 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
     add_redis_options(worker)
     worker.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
     worker.add_argument("--prefetch", type=non_negative_int, default=0, help="jobs claimed ahead")
-    worker.add_argument("--max-attempts", type=positive_int, default=5, help="attempts per job")
+    default_retry = RetryPolicy()
+    worker.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=default_retry.max_attempts,
+        help="attempts per job, the first included",
+    )
+    worker.add_argument(
+        "--base-delay",
+        type=non_negative,
+        default=default_retry.base_delay,
+        help="seconds: the upper bound of the first retry's delay, doubling per failure",
+    )
+    worker.add_argument(
+        "--max-delay",
+        type=non_negative,
+        default=default_retry.max_delay,
+        help="seconds: the cap on any retry's delay",
+    )
+    worker.add_argument(
+        "--handler-timeout",
+        type=seconds,
+        default=None,
+        help="seconds one attempt may run before it is cancelled and counted as a failure",
+    )
     worker.add_argument(
         "--max-deliveries",
         type=positive_int,

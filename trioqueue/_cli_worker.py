@@ -66,6 +66,14 @@ def _refused_credentials_as_errors() -> Iterator[None]:
 async def run_worker(args: argparse.Namespace) -> int:
     """Run the worker the arguments describe until a signal; return the exit status."""
     handler = load_handler(args.handler)
+    if args.max_delay < args.base_delay:  # refused before anything starts
+        raise UsageError(
+            f"--max-delay {args.max_delay} is below --base-delay {args.base_delay}: raise "
+            "--max-delay or lower --base-delay"
+        )
+    retry = RetryPolicy(
+        max_attempts=args.max_attempts, base_delay=args.base_delay, max_delay=args.max_delay
+    )
     if args.metrics_port is not None:
         try:
             import prometheus_client  # noqa: F401 - here, to refuse before starting
@@ -102,7 +110,8 @@ async def run_worker(args: argparse.Namespace) -> int:
                 handler,
                 workers=args.workers,
                 prefetch=args.prefetch,
-                retry=RetryPolicy(max_attempts=args.max_attempts),
+                retry=retry,
+                handler_timeout=args.handler_timeout,
                 lease=args.min_idle,
                 sweep_interval=args.sweep_interval,
             ) as pool:
