@@ -252,7 +252,7 @@ def _add_dead(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from ._cli_demo import report_lines, run_demo  # lazily: imports tqdm
+    from ._cli_demo import run_demo  # lazily: imports tqdm
 
     if args.queue is not None and args.redis is None:
         raise UsageError(
@@ -264,7 +264,7 @@ async def _demo(args: argparse.Namespace) -> int:
         data["conserved"] = snap.conserved
         print(json.dumps(data, indent=2), flush=True)
     else:
-        print("\n".join(report_lines(snap)), flush=True)
+        print(snap.report(), flush=True)
     return 0 if snap.conserved else 1
 
 

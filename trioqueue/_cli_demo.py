@@ -20,7 +20,6 @@ except ImportError:  # the cli extra is not installed: plain progress lines
 
 from ._backends._memory import MemoryBackend
 from ._cli_args import printable
-from ._metrics import COUNTER_NAMES
 from ._pool import open_worker_pool
 from ._queue import Queue
 from ._retry import RetryPolicy
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from ._pool import Handler
     from ._records import Job
 
-__all__ = ["SimulatedFailure", "report_lines", "run_demo"]
+__all__ = ["SimulatedFailure", "run_demo"]
 
 _BAR_REFRESH: Final = 0.1  # seconds between progress-bar updates on a terminal
 _LINE_EVERY: Final = 1.0  # seconds between progress lines when not on a terminal
@@ -143,26 +142,3 @@ async def _show_progress(backend: Backend, total: int, stream: TextIO) -> None:
 def _draw(bar: tqdm[None], snap: MetricsSnapshot) -> None:
     bar.set_postfix(retries=snap.retries, dead=snap.dead_lettered, refresh=False)
     bar.update(snap.finished - bar.n)
-
-
-def report_lines(snap: MetricsSnapshot) -> list[str]:
-    """The final report: every counter, the gauges, latency percentiles, conservation."""
-    g = snap.gauges
-    lines = [
-        "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
-        f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, inflight={g.inflight}, "
-        f"retry_waiting={g.retry_waiting}, dead={g.dead}",
-    ]
-    for name in ("queue_wait", "handler_time", "end_to_end"):
-        h = getattr(snap, name)
-        lines.append(
-            f"{name + ':':<13} p50={h.p50 * 1000:.2f}ms p90={h.p90 * 1000:.2f}ms "
-            f"p99={h.p99 * 1000:.2f}ms max={h.max * 1000:.2f}ms (n={h.count})"
-        )
-    verdict = "holds" if snap.conserved else "BROKEN"
-    lines.append(
-        f"conservation {verdict}: enqueued {snap.enqueued} + requeued {snap.dead_requeued} = "
-        f"succeeded {snap.succeeded} + dead-lettered {snap.dead_lettered} + dropped "
-        f"{snap.dropped} + expired {snap.expired} + held {g.held}"
-    )
-    return lines

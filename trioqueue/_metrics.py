@@ -195,6 +195,34 @@ class MetricsSnapshot:
         """
         return self.enqueued + self.dead_requeued == self.finished + self.gauges.held
 
+    def report(self) -> str:
+        """Every counter, the gauges, latency percentiles and the conservation check, as text.
+
+        This is what ``print(snapshot)`` shows, and what ``trioqueue demo`` prints.
+        """
+        g = self.gauges
+        lines = [
+            "counters: " + ", ".join(f"{name}={getattr(self, name)}" for name in COUNTER_NAMES),
+            f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, "
+            f"inflight={g.inflight}, retry_waiting={g.retry_waiting}, dead={g.dead}",
+        ]
+        for name in ("queue_wait", "handler_time", "end_to_end"):
+            h: HistogramSnapshot = getattr(self, name)
+            lines.append(
+                f"{name + ':':<13} p50={h.p50 * 1000:.2f}ms p90={h.p90 * 1000:.2f}ms "
+                f"p99={h.p99 * 1000:.2f}ms max={h.max * 1000:.2f}ms (n={h.count})"
+            )
+        verdict = "holds" if self.conserved else "BROKEN"
+        lines.append(
+            f"conservation {verdict}: enqueued {self.enqueued} + requeued {self.dead_requeued} = "
+            f"succeeded {self.succeeded} + dead-lettered {self.dead_lettered} + dropped "
+            f"{self.dropped} + expired {self.expired} + held {g.held}"
+        )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
 
 @attrs.define(eq=False)
 class Metrics:

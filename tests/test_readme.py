@@ -1,0 +1,59 @@
+"""The README's examples run as written (the Redis one on a private server)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .redis_server import RedisServer
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def examples() -> list[str]:
+    """The README's Python blocks, in order."""
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_readme_has_its_three_examples():
+    assert len(examples()) == 3
+
+
+def test_the_first_example_runs_and_prints_a_readable_report():
+    result = run(examples()[0])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("counters: enqueued=1001, processed=1001, succeeded=1000")
+    assert "conservation holds" in result.stdout
+    assert lines[-1] == "dropped"
+
+
+def test_the_service_example_stops_on_sigterm_with_a_report():
+    process = subprocess.Popen(
+        [sys.executable, "-c", examples()[1]], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("serving")
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert out.startswith("ShutdownReport(finished=0, cancelled=0, released=0")
+
+
+def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
+    code = examples()[2].replace("redis://localhost:6379/0", redis_server.url)
+    assert code != examples()[2]
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert "counters: enqueued=1000" in result.stdout
