@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import trioqueue
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -202,10 +205,12 @@ def test_help_shows_the_defaults():
         text=True,
         timeout=120,
         check=False,
-        env={**__import__("os").environ, "COLUMNS": "1000"},
+        env={**os.environ, "COLUMNS": "1000"},
     ).stdout
     assert f"concurrent handlers (default: {library})" in worker
-    assert "attempts per job (default: 5)" in worker
+    retry = trioqueue.RetryPolicy()
+    assert f"attempts per job, the first included (default: {retry.max_attempts})" in worker
+    assert f"doubling per failure (default: {retry.base_delay})" in worker
     assert "(default: None)" not in worker
     assert "(default: False)" not in worker
 
