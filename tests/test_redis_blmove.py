@@ -16,7 +16,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import Queue
+from trioqueue import JobState, Queue
 
 if TYPE_CHECKING:
     from .redis_server import RedisServer
@@ -174,3 +174,24 @@ async def test_a_job_put_back_after_a_cancelled_wait_never_overfills_the_queue(
         claims = await backend.claim(1, lease=30, block=0)
         claims += await backend.claim(1, lease=30, block=0)
         assert sorted(c.job.id for c in claims) == ["first", "second"]
+
+
+async def test_requeue_dead_returns_the_record_as_requeued_though_a_waiting_pool_takes_it(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        queue = Queue(backend)
+        await queue.enqueue("p", id="j")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        assert await backend.dead_letter(claim, None, "to requeue")
+        status = backend.status
+        taken: list[trioqueue.Claim] = []
+
+        async def read_after_a_claim(job_id: str) -> trioqueue.JobRecord | None:
+            taken.extend(await backend.claim(1, lease=30, block=0))  # a waiting pool wins
+            return await status(job_id)
+
+        backend.status = read_after_a_claim  # type: ignore[method-assign]
+        requeued = await queue.requeue_dead("j")
+        backend.status = status  # type: ignore[method-assign]
+        assert (requeued.state, requeued.attempts, requeued.queued) == (JobState.RECEIVED, 0, True)

@@ -335,7 +335,8 @@ class RedisBackend:
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""
-        done = int(await self._run("requeue_dead", job_id))
+        reply = await self._run("requeue_dead", job_id)
+        done = int(reply[0])
         if done == -1:
             raise JobNotFound(
                 job_id,
@@ -346,9 +347,8 @@ class RedisBackend:
         if not done:
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
-        record = await self.status(job_id)
-        assert record is not None
-        return record
+        flat = reply[1]  # the record as requeued, before any worker could claim it
+        return decode_record(job_id, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget one dead letter, or all of them; return how many were forgotten."""
