@@ -210,9 +210,10 @@ class RedisConnection:
 
         The command holds a connection of its own. When the caller is cancelled, a
         ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
-        an element that was moved before it landed is put back at the front of
-        *source* (the ``unmove`` script), so a cancelled wait neither strands a job
-        nor loses its turn.
+        an element that was moved before it landed is put back (the ``unmove``
+        script: the front of *source*, or first among the stored jobs when producers
+        filled the room it left), so a cancelled wait neither strands a job nor
+        overfills the queue.
 
         Raises:
             BackendUnavailable: Redis cannot be reached.
