@@ -322,7 +322,8 @@ def test_the_worker_serves_prometheus_metrics(target, workers):
     ("handler", "message"),
     [
         ("nocolon", "is not MODULE:HANDLER"),
-        ("no_such_module_here:run", "cannot import 'no_such_module_here'"),
+        ("no_such_module_here:run", "cannot find module 'no_such_module_here'"),
+        ("cli_missing_dependency:run", "it imports 'trioqueue_absent_dependency', which is not"),
         ("cli_handlers:missing", "has no 'missing'"),
         ("cli_handlers:not_async", "is not an async function"),
         ("cli_broken_module:run", "importing 'cli_broken_module' raised RuntimeError"),

@@ -7,6 +7,7 @@ import importlib
 import inspect
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
@@ -173,15 +174,8 @@ def load_handler(spec: str) -> Handler:
         sys.path.append("")  # modules in the current directory, after the installed ones
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(
-            f"cannot import {module_name!r} ({exc}); run from the directory that holds it "
-            "or add that directory to PYTHONPATH"
-        ) from None
-    except Exception as exc:  # any error in the module, reported
-        raise UsageError(
-            f"importing {module_name!r} raised {type(exc).__name__}: {exc}; fix the module"
-        ) from None
+    except Exception as exc:  # any error in the module, reported with where it happened
+        raise UsageError(_import_failure(module_name, exc)) from None
     target: object = module
     for part in attr.split("."):
         try:
@@ -197,6 +191,49 @@ def load_handler(spec: str) -> Handler:
             f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
         )
     return cast("Handler", target)
+
+
+def _import_failure(module_name: str, exc: Exception) -> str:
+    """Say why importing the handler's module failed, where, and what to do about it."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name is not None:
+        searched = module_name.split(".")
+        if exc.name in {".".join(searched[: i + 1]) for i in range(len(searched))}:
+            return (
+                f"cannot find module {exc.name!r} (looked in the installed packages and the "
+                "current directory); run from the directory that holds it or add that "
+                "directory to PYTHONPATH"
+            )
+        top = exc.name.partition(".")[0]
+        return (
+            f"importing {module_name!r} failed{_where(exc)}: it imports {exc.name!r}, which is "
+            f"not installed here; install the package that provides {top!r} in this "
+            f"environment ({sys.executable} -m pip install ...)"
+        )
+    said = " ".join(str(exc).split())  # one line, whatever the exception's text holds
+    return f"importing {module_name!r} raised {type(exc).__name__}{_where(exc)}: {said}; fix it"
+
+
+def _where(exc: Exception) -> str:
+    """`` at FILE, line N`` for the innermost frame of *exc* in a real file, or ``""``."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" at {_shown_path(exc.filename)}, line {exc.lineno}"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<") and frame.filename != importlib.__file__
+    ]
+    if not frames:
+        return ""
+    return f" at {_shown_path(frames[-1].filename)}, line {frames[-1].lineno}"
+
+
+def _shown_path(filename: str) -> str:
+    """*filename* relative to the current directory when it lies under it."""
+    path = Path(filename)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return filename
 
 
 def redis_backend(args: argparse.Namespace) -> RedisBackend:
