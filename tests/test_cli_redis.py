@@ -764,16 +764,61 @@ def test_a_busy_metrics_port_is_a_one_line_error(target):
     assert "Traceback" not in result.stderr
 
 
-def test_a_queue_set_up_with_other_settings_says_which_to_pass(target):
+def test_commands_follow_the_settings_stored_with_the_queue(target):
+    created = target.run("enqueue", '{"n": 1}', "--id", "a", "--capacity", "2", "--key-ttl", "3600")
+    assert created.returncode == 0, created.stderr
+    assert target.run("enqueue", '{"n": 2}', "--id", "b").returncode == 0  # no settings given
+    full = target.run("enqueue", '{"n": 3}', "--id", "c", "--no-wait")
+    assert full.returncode == 1
+    assert "the queue is full (capacity 2)" in full.stderr  # the queue's, not the default
+
+
+def test_settings_that_disagree_with_the_queue_are_named_together(target):
     assert (
         target.run("enqueue", '{"n": 1}', "--capacity", "64", "--key-ttl", "3600").returncode == 0
     )
-    refused = target.run("enqueue", '{"n": 2}')
+    refused = target.run("enqueue", '{"n": 2}', "--capacity", "5", "--key-ttl", "10")
     assert refused.returncode == 2
-    assert "capacity=64 (yours: 1000)" in refused.stderr
-    agreed = target.run("enqueue", '{"n": 2}', "--capacity", "64", "--key-ttl", "3600")
-    assert agreed.returncode == 0, agreed.stderr
-    assert target.stats()["ready"] == 2  # reading needs no agreement
+    [line] = refused.stderr.splitlines()
+    assert "capacity=64 (yours: 5), key_ttl=3600.0 (yours: 10.0)" in line
+    assert "trioqueue queue configure" in line
+    assert target.stats()["ready"] == 1  # nothing written; reading needs no agreement
+
+
+def test_queue_show_and_configure_read_and_change_the_settings(target):
+    assert target.run("enqueue", '{"n": 1}', "--capacity", "2").returncode == 0
+    shown = target.run("queue", "show")
+    assert shown.stdout == "capacity=2, mode=reliable, key_ttl=None\n", shown.stderr
+    changed = target.run("queue", "configure", "--capacity", "3")
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout == f"{target.queue}: capacity=2 -> 3\n"
+    assert "follow the new settings at once" in changed.stderr
+    as_json = json.loads(target.run("queue", "show", "--json").stdout)
+    assert as_json == {"capacity": 3, "reliable": True, "key_ttl": None}
+    refused = target.run("queue", "configure", "--mode", "simple")
+    assert refused.returncode == 2
+    assert "holds 1 waiting and 0 claimed jobs" in refused.stderr
+    assert "let the workers drain it" in refused.stderr
+    assert json.loads(target.run("queue", "show", "--json").stdout)["reliable"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "said"),
+    [
+        (["show"], 1, "does not exist yet"),
+        (["configure", "--capacity", "5"], 1, "does not exist yet"),
+        (["configure"], 2, "nothing to change: give --capacity N"),
+        (["show", "--capacity", "5"], 2, "use `queue configure`"),
+        (["configure", "--key-ttl", "5", "--no-key-ttl"], 2, "not allowed with argument"),
+    ],
+)
+def test_queue_command_mistakes_are_one_line_and_change_nothing(target, args, status, said):
+    result = target.run("queue", *args)
+    assert result.returncode == status
+    [line] = result.stderr.splitlines()
+    assert line.startswith("trioqueue queue: ")
+    assert said in line
+    target.assert_untouched()
 
 
 def test_enqueue_refuses_lines_that_are_not_utf8(target):

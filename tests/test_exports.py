@@ -37,6 +37,7 @@ EXPECTED = {
     "Queue",
     "QueueFull",
     "QueueInfo",
+    "QueueSettings",
     "Receipt",
     "RedisBackend",
     "Retention",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import subprocess
 import sys
 import uuid
@@ -42,7 +41,7 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
     ("options", "match"),
     [
         ({"queue": "thumbnails", "min_idle": 30}, r"queue='\{thumbnails\}'"),
-        ({"queue": "{q}"}, r"min_idle=None.*pass min_idle=<seconds>"),
+        ({"queue": "{q}", "reliable": True}, r"min_idle=None.*pass min_idle=<seconds>"),
         ({"queue": "{q}", "min_idle": 0}, r"min_idle=0\): use a number of seconds from 0.001"),
         ({"queue": "{q}", "min_idle": 1e300}, r"min_idle=1e\+300\): .* \(a century\)"),
         ({"queue": "{q}", "min_idle": 30, "key_ttl": 1e15}, r"key_ttl=1e\+?15|key_ttl=10{15}"),
@@ -540,30 +539,6 @@ async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_ser
         stats = await backend.stats()
         assert (stats.expired, stats.enqueued, stats.gauges.held) == (1, 2, 1)
         assert stats.conserved
-
-
-@pytest.mark.parametrize(
-    ("first", "second", "named"),
-    [
-        ({"capacity": 10}, {"capacity": 20}, "capacity=10 (yours: 20)"),
-        ({}, {"reliable": False}, "mode=reliable (yours: simple)"),
-        ({"key_ttl": 60}, {}, "key_ttl=60.0 (yours: None)"),
-    ],
-)
-async def test_users_of_one_queue_must_agree_on_its_settings(
-    redis_server: RedisServer, first, second, named
-):
-    name = queue_name()
-    async with (
-        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30, **first) as one,
-        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30, **second) as other,
-    ):
-        await Queue(one).enqueue("x", id="x")
-        with pytest.raises(ConfigurationError, match=re.escape(named)) as caught:
-            await Queue(other).enqueue("y", id="y")
-        assert f"delete the key '{name}.config'" in str(caught.value)
-        assert await other.status("y") is None  # refused before it changed anything
-        assert (await one.stats()).enqueued == 1
 
 
 async def test_reading_a_queue_needs_no_agreement_and_sees_its_true_mode(

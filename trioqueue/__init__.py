@@ -17,6 +17,7 @@ from ._backend import Receipt as Receipt
 from ._backend import SweepReport as SweepReport
 from ._backends._memory import MemoryBackend as MemoryBackend
 from ._backends._queue_info import QueueInfo as QueueInfo
+from ._backends._queue_settings import QueueSettings as QueueSettings
 
 try:
     from ._backends._redis import RedisBackend as RedisBackend
@@ -81,6 +82,7 @@ __all__ = [
     "Queue",
     "QueueFull",
     "QueueInfo",
+    "QueueSettings",
     "Receipt",
     "RedisBackend",
     "Retention",

@@ -23,6 +23,7 @@ from ._backend import AddMode
 from ._cli_args import (
     NotThere,
     UsageError,
+    add_queue_option,
     add_redis_options,
     add_redis_url_options,
     non_negative,
@@ -90,7 +91,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead):
+    for add in (_add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead, _add_queue):
         add(commands)
     for command in commands.choices.values():
         _add_verbosity(command, "_after")
@@ -251,6 +252,35 @@ def _add_dead(commands: argparse._SubParsersAction[_Parser]) -> None:
     dead.set_defaults(run=_dead, log_level=logging.WARNING)
 
 
+def _add_queue(commands: argparse._SubParsersAction[_Parser]) -> None:
+    queue = commands.add_parser(
+        "queue",
+        help="show or change a Redis queue's settings (capacity, mode, key TTL)",
+        description="show: the settings stored with the queue, which every command and "
+        "worker on it follows. configure: change them in place; running workers and "
+        "producers follow at once. The capacity may change at any time; the mode and the "
+        "key TTL only while the queue holds no waiting or claimed job.",
+    )
+    queue.add_argument("action", choices=["show", "configure"])
+    add_redis_url_options(queue)
+    add_queue_option(queue)
+    queue.add_argument(
+        "--capacity", dest="new_capacity", type=positive_int, help="the new capacity"
+    )
+    queue.add_argument(
+        "--mode", dest="new_mode", choices=["reliable", "simple"], help="the new mode"
+    )
+    ttl = queue.add_mutually_exclusive_group()
+    ttl.add_argument("--key-ttl", dest="new_key_ttl", type=seconds, help="the new key TTL")
+    ttl.add_argument("--no-key-ttl", action="store_true", help="remove the key TTL")
+    queue.add_argument("--json", action="store_true", help="print the settings as JSON")
+    # what the backend is built with: nothing of its own, so it changes nothing by itself
+    queue.set_defaults(
+        run=_queue, log_level=logging.WARNING, capacity=None, simple=None, key_ttl=None,
+        min_idle=30.0,
+    )  # fmt: skip
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from ._cli_demo import run_demo  # lazily: imports tqdm
 
@@ -284,6 +314,12 @@ async def _stats(args: argparse.Namespace) -> int:
     from ._cli_admin import run_stats
 
     return await run_stats(args)
+
+
+async def _queue(args: argparse.Namespace) -> int:
+    from ._cli_queue import run_queue
+
+    return await run_queue(args)
 
 
 async def _dead(args: argparse.Namespace) -> int:

@@ -141,7 +141,7 @@ async def run_enqueue(args: argparse.Namespace) -> int:
         try:
             async with trio.open_nursery() as nursery:
                 if args.mode is AddMode.WAIT:
-                    nursery.start_soon(_report_waiting, tally, args.capacity)
+                    nursery.start_soon(_report_waiting, tally, backend)
                 refused = await _send(args, backend, jobs, tally)
                 nursery.cancel_scope.cancel()
         except BaseException as exc:  # interrupted, or Redis went away: say how far it got
@@ -154,7 +154,7 @@ async def run_enqueue(args: argparse.Namespace) -> int:
         print(tally.summary(stopped=True), flush=True)
         job = jobs[tally.done]
         print(
-            f"trioqueue enqueue: the queue is full (capacity {args.capacity}): "
+            f"trioqueue enqueue: the queue is full (capacity {backend.capacity}): "
             f"{tally.total - tally.done} not accepted, from job {printable(job.id)} on; "
             "send them again when workers have freed room, or leave out --no-wait to wait "
             "for it (--submit stores them until then)",
@@ -203,7 +203,7 @@ async def _send(
     return False
 
 
-async def _report_waiting(tally: _Tally, capacity: int) -> None:
+async def _report_waiting(tally: _Tally, backend: RedisBackend) -> None:
     """Every few seconds an add has waited, say why on stderr. Runs until cancelled."""
     while True:
         await trio.sleep(WAITING_REPORT_EVERY / 4)
@@ -212,7 +212,7 @@ async def _report_waiting(tally: _Tally, capacity: int) -> None:
             continue
         print(
             f"trioqueue enqueue: waiting for room: {tally.done} of {tally.total} enqueued, "
-            f"the queue is full (capacity {capacity}); workers free it",
+            f"the queue is full (capacity {backend.capacity}); workers free it",
             file=sys.stderr,
             flush=True,
         )

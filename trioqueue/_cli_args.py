@@ -22,6 +22,7 @@ __all__ = [
     "REDIS_URL_ENV",
     "NotThere",
     "UsageError",
+    "add_queue_option",
     "add_redis_options",
     "add_redis_url_options",
     "load_handler",
@@ -252,7 +253,7 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend:
         queue=args.queue,
         capacity=args.capacity,
         min_idle=args.min_idle,
-        reliable=not args.simple,
+        reliable=False if args.simple else None,  # None: the queue's own mode
         key_ttl=args.key_ttl,
         max_deliveries=getattr(args, "max_deliveries", 20),
     )
@@ -349,16 +350,23 @@ def _read_url_file(path: str) -> str:
     return urls[0]
 
 
-def add_redis_options(parser: argparse.ArgumentParser) -> None:
-    """The URL options, ``--queue NAME`` and the queue's settings, for every Redis command."""
-    add_redis_url_options(parser)
+def add_queue_option(parser: argparse.ArgumentParser) -> None:
+    """``--queue NAME``, defaulting to `QUEUE_ENV` (see `resolve_queue`)."""
     parser.add_argument(
         "--queue",
         metavar="NAME",
         help=f"the queue's key, with a hash tag: '{{mail}}' (default: ${QUEUE_ENV})",
     )
+
+
+def add_redis_options(parser: argparse.ArgumentParser) -> None:
+    """The URL options, ``--queue NAME`` and the queue's settings, for every Redis command."""
+    add_redis_url_options(parser)
+    add_queue_option(parser)
     parser.add_argument(
-        "--capacity", type=positive_int, default=1000, help="most jobs on the ready list"
+        "--capacity",
+        type=positive_int,
+        help="most jobs on the ready list (default: the queue's own; a new queue gets 1000)",
     )
     parser.add_argument(
         "--min-idle",
@@ -369,11 +377,12 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--simple",
         action="store_true",
-        help="a simple, at-most-once queue (the default is reliable: at-least-once)",
+        default=None,
+        help="a simple, at-most-once queue (default: the queue's own mode; a new queue is "
+        "reliable: at-least-once)",
     )
     parser.add_argument(
         "--key-ttl",
         type=seconds,
-        default=None,
-        help="seconds an unfed queue lives (as the queue was set up with; default: for ever)",
+        help="seconds an unfed queue lives (default: the queue's own; a new queue lives for ever)",
     )

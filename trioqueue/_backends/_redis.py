@@ -36,8 +36,10 @@ from .._payload import decode_payload
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
+from ._queue_settings import QueueSettings, agreed_settings, decode_settings
 from ._redis_connection import RedisConnection, decode_record, text
 from ._redis_keys import RedisKeys
+from ._redis_scripts import READ_ONLY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -85,6 +87,14 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
         )
 
 
+def _needs_min_idle() -> ConfigurationError:
+    return ConfigurationError(
+        "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
+        "than min_idle, so it needs one: pass min_idle=<seconds>, e.g. min_idle=30 "
+        "(live workers renew their claims, so it need not exceed your slowest job)"
+    )
+
+
 @final
 class RedisBackend:
     """Jobs in Redis, shared by every process that names the same queue.
@@ -115,8 +125,16 @@ class RedisBackend:
         queue: The ready list's key. All the queue's keys derive from it and
             must share its cluster slot, so give it a hash tag: ``"{mail}"``.
         capacity: Most jobs on the ready list; `Queue.enqueue` waits beyond it.
+            *capacity*, *reliable* and *key_ttl* are the queue's shared
+            settings (`settings`): every user of a queue follows the ones
+            stored with it, so leave them as None to follow the queue's (a new
+            queue gets 1000, reliable and no key TTL); a value given that
+            disagrees with the stored one is refused (`ConfigurationError`)
+            before anything is written (reading stats needs no agreement).
+            `configure` changes them.
         min_idle: Seconds a claim stays valid without renewal (the lease);
-            required in reliable mode. Workers renew their claims, so this
+            required in reliable mode (checked with the queue's settings
+            when *reliable* is left to the queue). Workers renew their claims, so this
             bounds how long a crash delays a job, not how long a handler may
             run. In simple mode, how long a crashed worker's job waits before
             it becomes a dead letter (default 30).
@@ -130,9 +148,9 @@ class RedisBackend:
             scripts on a mock clock. Claims take the same path either way; only
             the wait in ``BLMOVE``, which the server times on its real clock, is
             ended by a cancellation on Trio's clock instead.
-        reliable: True for at-least-once delivery with recovery (the
-            default), False for a simple, at-most-once queue.
-        key_ttl: Seconds an unfed queue lives; None (the default) keeps it
+        reliable: True for at-least-once delivery with recovery (a new
+            queue's default), False for a simple, at-most-once queue.
+        key_ttl: Seconds an unfed queue lives; a new queue without one lives
             for ever. Opt-in, because it loses jobs on purpose: every enqueue
             keeps the queue alive *key_ttl* seconds more, and a job still
             waiting *key_ttl* seconds after it was queued is forgotten
@@ -158,19 +176,20 @@ class RedisBackend:
         url: str,
         *,
         queue: str,
-        capacity: int = 1000,
+        capacity: int | None = None,
         min_idle: float | None = None,
         recovery_ttl: float | None = None,
         retention: Retention | int = _DEFAULT_RETENTION,
         processing: str | None = None,
         recovery_zset: str | None = None,
         clock: Callable[[], float] | None = None,
-        reliable: bool = True,
+        reliable: bool | None = None,
         key_ttl: float | None = None,
         max_deliveries: int | None = 20,
     ) -> None:
-        capacity = checked_capacity("RedisBackend", capacity)
-        if not reliable:
+        if capacity is not None:
+            capacity = checked_capacity("RedisBackend", capacity)
+        if reliable is False:
             for name, value in (("recovery_zset", recovery_zset), ("recovery_ttl", recovery_ttl)):
                 if value is not None:
                     raise ConfigurationError(
@@ -179,13 +198,9 @@ class RedisBackend:
                         "reliable=True for at-least-once delivery"
                     )
             min_idle = _SIMPLE_LEASE if min_idle is None else min_idle
-        if min_idle is None:
-            raise ConfigurationError(
-                "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
-                "than min_idle, so it needs one: pass min_idle=<seconds>, e.g. min_idle=30 "
-                "(live workers renew their claims, so it need not exceed your slowest job)"
-            )
-        _seconds("min_idle", min_idle, allow_none=False)
+        if min_idle is None and reliable:
+            raise _needs_min_idle()
+        _seconds("min_idle", min_idle)
         _seconds("recovery_ttl", recovery_ttl)
         _seconds("key_ttl", key_ttl)
         if max_deliveries is not None and (
@@ -197,15 +212,21 @@ class RedisBackend:
                 f"RedisBackend(max_deliveries={max_deliveries!r}): use a whole number >= 1, "
                 "above your RetryPolicy's max_attempts, or None for no limit"
             )
-        if recovery_ttl is not None and recovery_ttl <= min_idle:
+        if recovery_ttl is not None and min_idle is not None and recovery_ttl <= min_idle:
             raise ConfigurationError(
                 f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
                 "a recovery set that expires before its claims go idle would lose them"
             )
         self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
-        self._capacity = capacity
-        self._min_idle = float(min_idle)
+        self._wanted = (capacity, reliable, key_ttl)
+        # until __aenter__ reads the queue's stored settings: what a new queue would get
+        self._settings = agreed_settings(
+            queue, None, capacity=capacity, reliable=reliable, key_ttl=key_ttl
+        )
+        self._adopted = False  # whether the stored settings were read
+        self._min_idle = None if min_idle is None else float(min_idle)
+        self._recovery_options = {"recovery_zset": recovery_zset, "recovery_ttl": recovery_ttl}
         self._recovery_ttl = recovery_ttl
         self._retention = checked_retention("RedisBackend", retention)
         if self._retention.max_age is not None and self._retention.max_age > _LONGEST:
@@ -215,8 +236,6 @@ class RedisBackend:
                 "max_age=None for no age limit"
             )
         self._clock = clock
-        self._mode = "reliable" if reliable else "simple"
-        self._key_ttl = key_ttl
         self._max_deliveries = max_deliveries
         self._conn = RedisConnection(url, self._keys, self._head)
         self._metrics = Metrics(self._cached_gauges)
@@ -226,11 +245,41 @@ class RedisBackend:
 
     def __repr__(self) -> str:
         queue, where = self._keys.ready, self._conn.where  # never the password
-        return f"<trioqueue.RedisBackend {self._mode} queue={queue!r} url={where!r}>"
+        mode = "reliable" if self._settings.reliable else "simple"
+        return f"<trioqueue.RedisBackend {mode} queue={queue!r} url={where!r}>"
 
     async def __aenter__(self) -> Self:
+        """Open the client; Redis is first reached by the first call that needs it."""
         await self._conn.open()
         return self
+
+    async def _adopt_settings(self) -> None:
+        """Read the queue's stored settings and take them on (see `settings`).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+            ConfigurationError: A setting given disagrees with the queue's stored one.
+        """
+        stored = await self.stored_settings()
+        capacity, reliable, key_ttl = self._wanted
+        settings = agreed_settings(
+            self._keys.ready, stored, capacity=capacity, reliable=reliable, key_ttl=key_ttl
+        )
+        self._check_mode(settings.reliable)
+        self._settings, self._adopted = settings, True
+
+    def _check_mode(self, reliable: bool) -> None:
+        """Check the options that depend on the mode, now that the mode is known."""
+        if reliable and self._min_idle is None:
+            raise _needs_min_idle()
+        if not reliable:
+            for name, value in self._recovery_options.items():
+                if value is not None:
+                    raise ConfigurationError(
+                        f"RedisBackend({name}={value!r}): queue {self._keys.ready!r} is a "
+                        f"simple queue, which never redelivers, so it has no recovery set; "
+                        f"drop {name}"
+                    )
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._conn.close()
@@ -243,24 +292,35 @@ class RedisBackend:
         return self._keys
 
     @property
+    def settings(self) -> QueueSettings:
+        """The queue's shared settings, as read before the first script that may write.
+
+        Before that: the settings given, with the defaults a new queue gets.
+        Every script follows the stored settings, so a process keeps working
+        when another process changes them with `configure`; this property
+        then still shows the old ones.
+        """
+        return self._settings
+
+    @property
     def reliable(self) -> bool:
         """True for at-least-once delivery with recovery; False for a simple queue."""
-        return self._mode == "reliable"
+        return self._settings.reliable
 
     @property
     def redelivers(self) -> bool:
         """True in reliable mode (at-least-once); False in simple mode (at-most-once)."""
-        return self._mode == "reliable"
+        return self._settings.reliable
 
     @property
     def capacity(self) -> int:
         """Most jobs the ready list holds."""
-        return self._capacity
+        return self._settings.capacity
 
     @property
     def default_lease(self) -> float:
         """*min_idle*: how long a claim holds without renewal."""
-        return self._min_idle
+        return _SIMPLE_LEASE if self._min_idle is None else self._min_idle
 
     @property
     def metrics(self) -> Metrics:
@@ -277,17 +337,20 @@ class RedisBackend:
     def _head(self) -> list[str | bytes | float]:
         """The arguments every script takes first (see ``lua/prelude.lua``)."""
         retention = self._retention
+        capacity, mode, key_ttl = self._settings.script_args()
         return [
             self._keys.job_prefix,
             "" if self._clock is None else repr(self._clock()),
-            self._capacity,
+            capacity,
             "" if retention.max_count is None else retention.max_count,
             "" if retention.max_age is None else retention.max_age,
-            self._mode,
-            "" if self._key_ttl is None else repr(float(self._key_ttl)),
+            mode,
+            key_ttl,
         ]
 
     async def _run(self, name: str, *args: str | bytes | float) -> Any:
+        if not self._adopted and name not in READ_ONLY:
+            await self._adopt_settings()  # once, before the first script that may write
         return await self._conn.run(name, *args)
 
     # --- producer side ----------------------------------------------------------------
@@ -309,7 +372,7 @@ class RedisBackend:
                 self._metrics.conflicts += 1
                 raise IdempotencyConflict(job.id, text(detail), job.payload_hash)
             if mode is AddMode.NOWAIT:
-                raise QueueFull(self._capacity)
+                raise QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
             await trio.sleep(pause)  # full: nothing accepted if cancelled here
             pause = min(pause * 2, _WAIT_FOR_ROOM[1])
 
@@ -375,6 +438,69 @@ class RedisBackend:
             handler_time=local.handler_time,
             end_to_end=local.end_to_end,
         )
+
+    async def stored_settings(self) -> QueueSettings | None:
+        """The settings stored with the queue now; None when it has none (not created yet).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        return decode_settings(await self._run("settings"))
+
+    async def configure(
+        self,
+        *,
+        capacity: int | None = None,
+        reliable: bool | None = None,
+        key_ttl: float | None = None,
+        no_key_ttl: bool = False,
+    ) -> QueueSettings:
+        """Change the queue's stored settings; every process using the queue follows at once.
+
+        Settings left as None stay as they are. The capacity may change at any
+        time (raised, it moves stored jobs up into the new room at once). The
+        mode and the key TTL decide how waiting and claimed jobs are kept, so
+        they change only while the queue holds none (dead letters and finished
+        records may stay): drain it first. *no_key_ttl* removes the key TTL.
+
+        Returns:
+            The settings stored now, which this backend follows from here on.
+
+        Raises:
+            ConfigurationError: A value is out of range, both *key_ttl* and
+                *no_key_ttl* were given, the queue does not exist yet, or it
+                still holds jobs that a mode or key TTL change would strand.
+            BackendUnavailable: Redis cannot be reached.
+        """
+        if capacity is not None:
+            capacity = checked_capacity("RedisBackend.configure", capacity)
+        _seconds("key_ttl", key_ttl)
+        if no_key_ttl and key_ttl is not None:
+            raise ConfigurationError(
+                f"RedisBackend.configure(key_ttl={key_ttl!r}, no_key_ttl=True): give one of them"
+            )
+        if reliable is not None:
+            self._check_mode(reliable)  # this backend's own options must suit the new mode
+        mode = "" if reliable is None else ("reliable" if reliable else "simple")
+        ttl = "none" if no_key_ttl else ("" if key_ttl is None else repr(float(key_ttl)))
+        # not self._run: this backend's own settings need not agree with the old ones
+        reply = await self._conn.run("configure", "" if capacity is None else capacity, mode, ttl)
+        queue = self._keys.ready
+        if reply[0] == 0:
+            raise ConfigurationError(
+                f"queue {queue!r} does not exist here yet (it has no settings): check the "
+                "name, or create it by using it (enqueue to it) with the settings you want"
+            )
+        if reply[0] == -1:
+            raise ConfigurationError(
+                f"queue {queue!r} holds {reply[1]} waiting and {reply[2]} claimed jobs: its "
+                "mode and key TTL change only while it holds none (they decide how those "
+                "jobs are kept); stop its producers, let the workers drain it, then try again"
+            )
+        settings = decode_settings(reply[1:4])
+        assert settings is not None  # the script just stored them
+        self._settings, self._adopted = settings, True
+        return settings
 
     async def inspect(self) -> QueueInfo:
         """What the queue holds in Redis now, for operators (``trioqueue stats``)."""
@@ -514,6 +640,6 @@ class RedisBackend:
 
     async def sweep(self) -> SweepReport:
         """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
-        scheduled, recovered, evicted = await self._run("sweep", self._min_idle)
+        scheduled, recovered, evicted = await self._run("sweep", self.default_lease)
         self._metrics.recovered += int(recovered)
         return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))

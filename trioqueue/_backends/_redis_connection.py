@@ -3,7 +3,7 @@
 Every script gets the queue's keys and the shared head of arguments (see
 ``lua/prelude.lua``); a reply that does not come within the I/O timeout, and any
 connection error, becomes `BackendUnavailable`, whose message never shows the
-password; a refusal over the queue's shared settings becomes `ConfigurationError`.
+password; a script refused by the server becomes `BackendRefused`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from .._exceptions import (
     BackendOutOfMemory,
     BackendRefused,
     BackendUnavailable,
-    ConfigurationError,
     TrioqueueError,
 )
 from .._payload import decode_payload
@@ -290,7 +289,6 @@ class RedisConnection:
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time
                 (then the script may or may not have run).
-            ConfigurationError: The queue was set up with other shared settings.
         """
         self.client  # noqa: B018 - raises unless open
         script = self._scripts[name]
@@ -301,16 +299,7 @@ class RedisConnection:
             try:
                 return await script(keys=self._key_list, args=[*self._head(), *args])
             except coredis.exceptions.ResponseError as exc:
-                _, marker, detail = str(exc).partition("TRIOQUEUE_CONFIG ")
-                if not marker:
-                    raise await self._refusal(f"the {name} script", exc) from exc
-                keys = self._keys
-                raise ConfigurationError(
-                    f"queue {keys.ready!r} is set up with {detail} by the processes already "
-                    "using it; every user of a queue must give it the same capacity, mode "
-                    "(reliable or simple) and key_ttl. Pass the same, or, to change them, stop "
-                    f"every user of the queue and delete the key {keys.config!r}"
-                ) from None
+                raise await self._refusal(f"the {name} script", exc) from exc
         raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
             self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
         )

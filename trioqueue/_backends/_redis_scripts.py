@@ -20,11 +20,15 @@ SCRIPT_NAMES: Final = (
     "inspect",
     "unmove",
     "pending",
+    "configure",
+    "settings",
 )
 
 
-READ_ONLY: Final = frozenset({"stats", "inspect", "pending", "purge_dead", "renew"})
-"""Scripts that do not depend on the queue's shared settings: any user may run them."""
+READ_ONLY: Final = frozenset(
+    {"stats", "inspect", "pending", "purge_dead", "renew", "configure", "settings"}
+)
+"""Scripts that never store the queue's settings: they find the queue set up, or not there."""
 
 FLAGS: Final = {
     # Scripts that shrink the data or keep its size run even when Redis is out of
@@ -41,6 +45,7 @@ FLAGS: Final = {
     "stats": "no-writes,allow-oom",
     "inspect": "no-writes,allow-oom",
     "pending": "no-writes,allow-oom",
+    "settings": "no-writes,allow-oom",
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

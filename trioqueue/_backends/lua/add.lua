@@ -11,7 +11,7 @@ if existing then
   return {'conflict', existing}
 end
 if mode ~= 'submit' and redis.call('LLEN', K_READY) >= CAPACITY then
-  return {'full', '0'}
+  return {'full', tostring(CAPACITY)}
 end
 redis.call('ZREM', K_FIN, id)  -- an earlier job of this id may have expired
 redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0,

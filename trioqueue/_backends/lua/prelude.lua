@@ -37,23 +37,20 @@ local SIMPLE = ARGV[6] == 'simple'
 local KEY_TTL_MS
 if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 
--- Every user of a queue must agree on these settings: the first sets them, and a
--- call that disagrees is refused before it changes anything. Scripts that only
--- read (READ_ONLY, set before this prelude) take the agreed mode instead.
+-- The queue's shared settings live in its config hash: the first script that
+-- writes stores the caller's, and from then on every script follows the stored
+-- ones, whatever its caller was told (RedisBackend checks a caller's own against
+-- them when it connects), so a process keeps working when the queue is configured
+-- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
-local mine = {ARGV[3], ARGV[6], ARGV[7]}
 local agreed = redis.call('HMGET', K_CONF, unpack(SHARED))
-if READ_ONLY then
-  if agreed[2] then SIMPLE = agreed[2] == 'simple' end
-elseif agreed[1] then
-  for i, name in ipairs(SHARED) do
-    if agreed[i] ~= mine[i] then
-      return redis.error_reply('TRIOQUEUE_CONFIG ' .. name .. '=' .. (agreed[i] == '' and 'None'
-        or agreed[i]) .. ' (yours: ' .. (mine[i] == '' and 'None' or mine[i]) .. ')')
-    end
-  end
-else
-  redis.call('HSET', K_CONF, 'capacity', mine[1], 'mode', mine[2], 'key_ttl', mine[3])
+if agreed[1] then
+  CAPACITY = tonumber(agreed[1])
+  SIMPLE = agreed[2] == 'simple'
+  KEY_TTL_MS = nil
+  if agreed[3] and agreed[3] ~= '' then KEY_TTL_MS = math.ceil(tonumber(agreed[3]) * 1000) end
+elseif not READ_ONLY then
+  redis.call('HSET', K_CONF, 'capacity', ARGV[3], 'mode', ARGV[6], 'key_ttl', ARGV[7])
 end
 -- List elements that reference a job record start with this byte; anything else
 -- was pushed by another client and is the payload itself.
