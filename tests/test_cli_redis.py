@@ -302,18 +302,22 @@ def test_the_worker_serves_prometheus_metrics(target, workers):
     worker = Worker(target, "cli_handlers:record", "--metrics-port", str(port))
     workers.append(worker)
     worker.wait_for(worker.out, "ran", 3)
-    expected = f'trioqueue_succeeded_total{{queue="{target.queue}"}} 3.0'
+    expected = [
+        f'trioqueue_worker_succeeded_total{{queue="{target.queue}"}} 3.0',  # this process's
+        f'trioqueue_queue_succeeded{{queue="{target.queue}"}} 3.0',  # the queue's
+    ]
     deadline = time.monotonic() + TIMEOUT
     text = ""
-    while expected not in text:  # the snapshot refreshes every second
+    while not all(line in text for line in expected):  # the snapshot refreshes every second
         assert time.monotonic() < deadline, text
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
                 text = reply.read().decode()
         except OSError:
             time.sleep(0.1)  # the server is not listening yet
-    for name in ("trioqueue_enqueued_total", "trioqueue_queue_depth", "trioqueue_inflight"):
-        assert name in text
+    for name in ("trioqueue_queue_enqueued", "trioqueue_queue_depth", "trioqueue_queue_inflight"):
+        assert f"# TYPE {name} gauge" in text
+    assert "# TYPE trioqueue_worker_handler_seconds histogram" in text
     worker.signal(signal.SIGTERM)
     assert worker.exit_status() == 0
 
@@ -1086,7 +1090,7 @@ def test_a_worker_waits_out_refused_credentials_and_carries_on(workers):
 
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
             metrics = reply.read().decode()
-        assert "trioqueue_succeeded_total" in metrics
+        assert "trioqueue_worker_succeeded_total" in metrics
         worker.signal(signal.SIGTERM)
         assert worker.exit_status() == 0
         logged = "\n".join(remaining_lines(worker))
@@ -1170,7 +1174,7 @@ def test_the_working_directory_does_not_shadow_installed_modules(target, workers
     workers.append(worker)
     assert worker.wait_for(worker.out, "ran") == ["ran j0"]  # the handler there is found
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        assert "trioqueue_succeeded_total" in reply.read().decode()  # the real one serves
+        assert "trioqueue_worker_succeeded_total" in reply.read().decode()  # the real one serves
     worker.signal(signal.SIGTERM)
     assert worker.exit_status() == 0
     assert "fake" not in "\n".join(remaining_lines(worker))

@@ -6,13 +6,15 @@ backend, which counts what it holds, so a gauge always equals the true count.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from typing import TYPE_CHECKING, Final
 
 import attrs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "COUNTER_NAMES",
@@ -89,6 +91,42 @@ class Histogram:
         self._count += 1
         self._sum += value
         self._max = max(self._max, value)
+
+    @property
+    def count(self) -> int:
+        """How many values were observed."""
+        return self._count
+
+    @property
+    def total(self) -> float:
+        """The sum of the values observed, in seconds (negative ones counted as zero)."""
+        return self._sum
+
+    def cumulative_counts(self, bounds: Sequence[float]) -> list[int]:
+        """How many observations were at most each of *bounds*, as Prometheus buckets count.
+
+        Counted from the 2 %-wide log buckets: an observation counts toward a
+        bound when its whole bucket lies at or below the bound. So every value
+        counted is at most the bound, and every value more than 2 % below it is
+        counted, but a value in the 2 % just below a bound may be counted only at
+        the next one (a latency reads at most 2 % long, as in `percentile`). At a
+        bound that is a bucket edge (a microsecond times a power of 1.02) the
+        count is exact, up to floating-point rounding. Values up to a microsecond
+        share the first bucket, which counts at bounds of a microsecond or more.
+        The result never exceeds `count` and, for ascending *bounds*, never
+        decreases. Costs one sort of the buckets in use (about a thousand from a
+        microsecond to ten minutes), whatever the number of observations.
+
+        Args:
+            bounds: Upper bounds in seconds, in any order.
+
+        Returns:
+            One count per bound, in the order of *bounds*.
+        """
+        indexes = sorted(self._buckets)
+        edges = [_MIN_VALUE * _GROWTH**index for index in indexes]
+        below = [0, *itertools.accumulate(self._buckets[index] for index in indexes)]
+        return [below[bisect.bisect_right(edges, bound)] for bound in bounds]
 
     def percentile(self, fraction: float) -> float:
         """The value below which *fraction* (0 to 1) of the observations fall."""

@@ -237,3 +237,57 @@ class TestConservation:
             stale=1,
         )
         assert snap.conserved
+
+
+# --- cumulative counts, for Prometheus histograms --------------------------------------
+
+BOUNDS = st.lists(
+    st.floats(min_value=1e-6, max_value=1000.0, allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=20,
+).map(sorted)
+SLACK = 1e-9  # floating-point rounding of a bucket's edge
+
+
+class TestCumulativeCounts:
+    @given(values=samples, bounds=BOUNDS)
+    def test_within_the_bucket_granularity(self, values, bounds):
+        counts = filled(values).cumulative_counts(bounds)
+        assert len(counts) == len(bounds)
+        for bound, count in zip(bounds, counts, strict=True):
+            # never a value above the bound; every value 2 % or more below it
+            assert count <= sum(v <= bound * (1 + SLACK) for v in values)
+            assert count >= sum(v <= bound / 1.02 * (1 - SLACK) for v in values)
+
+    @given(values=samples, bounds=BOUNDS)
+    def test_never_decrease_and_never_exceed_the_count(self, values, bounds):
+        counts = filled(values).cumulative_counts(bounds)
+        assert counts == sorted(counts)
+        assert all(0 <= count <= len(values) for count in counts)
+
+    @given(values=samples)
+    def test_a_bound_above_every_value_counts_them_all(self, values):
+        histogram = filled(values)
+        assert histogram.cumulative_counts([max(values) * 1.03]) == [len(values)]
+
+    def test_exact_at_bucket_edges(self):
+        edge = 1e-6 * 1.02**400  # ~ 2.75 ms: an edge of the log buckets
+        histogram = filled([0.001, 0.0015, 0.002, edge * 0.999, edge * 1.001, 0.5, 700.0])
+        assert histogram.cumulative_counts([edge, 1.0, 600.0]) == [4, 6, 6]
+
+    def test_empty(self):
+        assert Histogram().cumulative_counts([0.001, 1.0]) == [0, 0]
+        assert Histogram().count == 0
+        assert Histogram().total == 0.0
+
+    def test_values_up_to_a_microsecond_count_at_a_microsecond(self):
+        assert filled([0.0, -1.0, 1e-6]).cumulative_counts([1e-6, 1e-3]) == [3, 3]
+
+    @given(values=samples)
+    def test_count_and_total(self, values):
+        histogram = filled(values)
+        assert histogram.count == len(values)
+        assert histogram.total == pytest.approx(math.fsum(values), rel=1e-9)
+
+    def test_total_counts_negative_values_as_zero(self):
+        assert filled([-5.0, 2.0]).total == 2.0
