@@ -31,6 +31,7 @@ TIERS = {
     "_backends._redis_connection": 3,
     "_queue": 4,
     "_maintenance": 4,
+    "_outage": 4,
     "_pool": 4,
     "_pool_config": 1,
     "_cli": 5,

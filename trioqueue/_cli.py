@@ -177,6 +177,15 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="seconds between sweeps (recovering the claims of dead workers)",
     )
     worker.add_argument(
+        "--give-up-after",
+        metavar="SECONDS",
+        type=seconds,
+        default=None,
+        help="exit with status 1 once Redis has been unreachable this long without one call "
+        "succeeding, for a supervisor to restart the worker; until then it retries, backing "
+        "off up to 15 s between tries (default: never)",
+    )
+    worker.add_argument(
         "--metrics-port", type=port, default=None, help="serve Prometheus /metrics on this port"
     )
     worker.add_argument(

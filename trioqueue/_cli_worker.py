@@ -5,6 +5,14 @@ SIGTERM or SIGINT stops claiming, lets running handlers finish within
 back on the queue at once. A second SIGINT (or SIGTERM) cuts the grace short:
 handlers are cancelled at once, and their jobs still go back.
 
+Start-up is told as it happens: ``connecting to URL: … queue NAME`` first,
+and ``worker on … ready`` only once a call to Redis has succeeded. While Redis
+cannot be reached (at start or later) the worker logs one WARNING per step of
+its backoff, ``… could not be reached since 12:31:04 (cause); next try in 3.2
+s``, and one INFO line when Redis answers again. With ``--give-up-after
+SECONDS``, an outage that long ends the worker: one ERROR line, exit status 1,
+for a supervisor to restart it.
+
 Redis refusing the credentials (a password changed under the worker) is an
 outage like any other: the pool keeps retrying, and logs those lines as errors,
 since waiting will not mend them: someone must.
@@ -22,6 +30,7 @@ import trio
 
 from ._backends._redis_url import CredentialsRefused, redacted
 from ._cli_args import UsageError, load_handler, redis_backend
+from ._exceptions import BackendUnavailable
 from ._pool import open_worker_pool
 from ._retry import RetryPolicy
 
@@ -29,15 +38,19 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Iterator
 
-    from ._pool import WorkerPool
+    from ._backends._redis import RedisBackend
+    from ._pool import Handler, WorkerPool
     from ._pool_config import ShutdownReport
 
-__all__ = ["EXIT_CANCELLED", "run_worker"]
+__all__ = ["EXIT_CANCELLED", "EXIT_GAVE_UP", "run_worker"]
 
 logger = logging.getLogger("trioqueue.worker")
 
 EXIT_CANCELLED: Final = 3
 """The worker's exit status when shutdown had to cancel running handlers."""
+
+EXIT_GAVE_UP: Final = 1
+"""The worker's exit status when Redis stayed unreachable for ``--give-up-after`` seconds."""
 
 
 class _RefusedCredentialsAreErrors(logging.Filter):
@@ -45,7 +58,10 @@ class _RefusedCredentialsAreErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        if record.levelno < logging.ERROR and any(isinstance(a, CredentialsRefused) for a in args):
+        # the outage tracker passes its error as `backend_error` (see _outage.py)
+        errors = (*args, getattr(record, "backend_error", None))
+        refused = any(isinstance(each, CredentialsRefused) for each in errors)
+        if record.levelno < logging.ERROR and refused:
             record.levelno, record.levelname = logging.ERROR, logging.getLevelName(logging.ERROR)
         return True
 
@@ -88,35 +104,26 @@ async def run_worker(args: argparse.Namespace) -> int:
         _refused_credentials_as_errors(),
         trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals,
     ):
-        async with backend, trio.open_nursery() as nursery:
-            if args.metrics_port is not None:
-                from ._prometheus import serve_metrics  # lazily: only when asked for
-
-                await nursery.start(
-                    serve_metrics, backend, args.queue, args.metrics_port, args.metrics_addr
+        # opening reaches no server: the pool's first call does, so its outage lines and
+        # the give-up limit cover a Redis that is down from the start too
+        async with backend:
+            try:
+                report = await _serve(backend, handler, retry, args, signals)
+            except BackendUnavailable as exc:
+                if args.give_up_after is None:
+                    raise  # not ours to explain: the pool retries for ever
+                logger.error(
+                    "Redis at %s could not be reached for %.1f s (%s); giving up "
+                    "(--give-up-after %g): exiting with status %d, for a supervisor to "
+                    "restart the worker",
+                    exc.where,
+                    args.give_up_after,
+                    getattr(exc, "detail", exc),
+                    args.give_up_after,
+                    EXIT_GAVE_UP,
+                    extra={"backend_error": exc},
                 )
-            logger.info(
-                "worker on %s queue %s at %s: %d workers, min_idle %ss, grace %ss (pid %d)",
-                "simple" if args.simple else "reliable",
-                args.queue,
-                redacted(args.redis),
-                args.workers,
-                args.min_idle,
-                args.grace,
-                os.getpid(),
-            )
-            async with open_worker_pool(
-                backend,
-                handler,
-                workers=args.workers,
-                prefetch=args.prefetch,
-                retry=retry,
-                handler_timeout=args.handler_timeout,
-                lease=args.min_idle,
-                sweep_interval=args.sweep_interval,
-            ) as pool:
-                report = await _serve_until_signalled(pool, args.grace, signals)
-            nursery.cancel_scope.cancel()
+                return EXIT_GAVE_UP
     logger.info(
         "stopped: %d handlers finished in the grace period, %d cancelled, %d jobs put back, "
         "%d left to the sweeper",
@@ -126,6 +133,73 @@ async def run_worker(args: argparse.Namespace) -> int:
         report.unreturned,
     )
     return 0 if report.clean else EXIT_CANCELLED
+
+
+async def _serve(
+    backend: RedisBackend,
+    handler: Handler,
+    retry: RetryPolicy,
+    args: argparse.Namespace,
+    signals: AsyncIterator[int],
+) -> ShutdownReport:
+    """Run the pool (and the metrics server) until a signal; the shutdown's report.
+
+    Raises:
+        BackendUnavailable: Redis stayed unreachable for ``--give-up-after`` seconds.
+    """
+    gave_up: BackendUnavailable | None = None
+    async with trio.open_nursery() as nursery:
+        if args.metrics_port is not None:
+            from ._prometheus import serve_metrics  # lazily: only when asked for
+
+            await nursery.start(
+                serve_metrics, backend, args.queue, args.metrics_port, args.metrics_addr
+            )
+        # after the metrics port is bound: a port refused is a one-line usage error
+        logger.info(
+            "connecting to %s: queue %s (pid %d)", redacted(args.redis), args.queue, os.getpid()
+        )
+        try:
+            async with open_worker_pool(
+                backend,
+                handler,
+                workers=args.workers,
+                prefetch=args.prefetch,
+                retry=retry,
+                handler_timeout=args.handler_timeout,
+                lease=args.min_idle,
+                sweep_interval=args.sweep_interval,
+                give_up_after=args.give_up_after,
+            ) as pool:
+                nursery.start_soon(_say_when_ready, pool, backend, args)
+                report = await _serve_until_signalled(pool, args.grace, signals)
+        except BackendUnavailable as exc:  # the pool gave up (it retries any other outage)
+            gave_up = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if gave_up is not None:
+        raise gave_up  # raised here, not in the nursery: no exception group
+    return report
+
+
+async def _say_when_ready(
+    pool: WorkerPool, backend: RedisBackend, args: argparse.Namespace
+) -> None:
+    """Log that the worker is ready once its pool has made a call that succeeded."""
+    await pool.wait_backend_reached()
+    settings = backend.settings  # the queue's own, read by the pool's first claim
+    logger.info(
+        "worker on %s queue %s (capacity %d) at %s: %d workers, min_idle %ss, grace %ss "
+        "(pid %d): ready",
+        "reliable" if settings.reliable else "simple",
+        args.queue,
+        settings.capacity,
+        redacted(args.redis),
+        args.workers,
+        args.min_idle,
+        args.grace,
+        os.getpid(),
+    )
 
 
 async def _serve_until_signalled(

@@ -97,16 +97,33 @@ class ConfigurationError(TrioqueueError, ValueError):
 class BackendUnavailable(TrioqueueError, ConnectionError):
     """The backend could not be reached (a dropped connection, a restarting server).
 
-    A worker pool retries by itself with backoff and logs each failure; a
-    producer's call fails with this error and accepted nothing it did not report.
+    A worker pool retries by itself with backoff, logging one line per step of
+    it (see `open_worker_pool`), and raises this error only when its
+    ``give_up_after`` has passed; a producer's call fails with this error and
+    accepted nothing it did not report.
+
+    Args:
+        where: The backend's address, without its password.
+        detail: What went wrong, e.g. the client's error.
+        advice: What the message tells the caller to do; by default, to check
+            the backend and retry the call once it is back.
+
+    Attributes:
+        where: The backend's address, without its password.
+        detail: The cause alone (``Connection refused``), without the advice to
+            callers that the message adds: for log lines of a process that
+            retries by itself.
     """
 
-    def __init__(self, where: str, detail: str) -> None:
+    def __init__(self, where: str, detail: str, *, advice: str | None = None) -> None:
         self.where = where
-        super().__init__(
-            f"the backend at {where} could not be reached ({detail}); check that it is up "
-            "and reachable. Worker pools retry by themselves; retry this call when it is back"
-        )
+        self.detail = detail
+        if advice is None:
+            advice = (
+                "check that it is up and reachable. Worker pools retry by themselves; "
+                "retry this call when it is back"
+            )
+        super().__init__(f"the backend at {where} could not be reached ({detail}); {advice}")
 
 
 class BackendRefused(BackendUnavailable):
@@ -121,6 +138,7 @@ class BackendRefused(BackendUnavailable):
 
     def __init__(self, where: str, message: str) -> None:
         self.where = where
+        self.detail = message  # the whole message: what was refused, and the fix
         ConnectionError.__init__(self, message)
 
 

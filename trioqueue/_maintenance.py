@@ -1,46 +1,72 @@
-"""The pool's upkeep tasks: lease renewal and the periodic sweep."""
+"""The pool's upkeep tasks: lease renewal and the periodic sweep.
+
+Both report every call to the pool's `OutageTracker`, which logs an outage for
+the whole pool; neither logs one of its own.
+"""
 
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+import trio
 from trio_util import periodic
+
+from ._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ._backend import Backend, Claim
-from ._exceptions import BackendUnavailable
+    from ._outage import OutageTracker
 
 __all__ = ["renew_leases", "sweep_periodically"]
 
 logger = logging.getLogger("trioqueue.pool")
 
 
-async def renew_leases(backend: Backend, held: Mapping[str, Claim], lease: float) -> None:
-    """Renew the leases of the claims in *held* every third of *lease*, forever."""
-    async for _ in periodic(lease / 3):
-        if held:
+async def renew_leases(
+    backend: Backend, held: Mapping[str, Claim], lease: float, outage: OutageTracker
+) -> None:
+    """Renew the leases of the claims in *held* every third of *lease*, forever.
+
+    Renewal goes on through an outage, once a period: its period is long, and a
+    claim whose lease runs out while the backend is away is run again elsewhere.
+    """
+    async with aclosing(periodic(lease / 3)) as ticks:
+        async for _ in ticks:
+            if not held:
+                continue
+            started = trio.current_time()
             try:
                 await backend.renew(list(held.values()), lease=lease)
             except BackendUnavailable as exc:
-                backend.metrics.backend_errors += 1
-                logger.warning("renewing %d leases: %s; trying again next period", len(held), exc)
+                outage.failed(exc)
+            else:
+                outage.succeeded(started)
 
 
-async def sweep_periodically(backend: Backend, interval: float) -> None:
-    """Call `Backend.sweep` every *interval* seconds, forever, logging what it did."""
-    async for _ in periodic(interval):
-        try:
-            report = await backend.sweep()
-        except BackendUnavailable as exc:
-            backend.metrics.backend_errors += 1
-            logger.warning("sweeping: %s; trying again next period", exc)
-            continue
-        if report.scheduled or report.recovered:
-            logger.info(
-                "sweep: scheduled %d stored jobs, recovered %d expired claims",
-                report.scheduled,
-                report.recovered,
-            )
+async def sweep_periodically(backend: Backend, interval: float, outage: OutageTracker) -> None:
+    """Call `Backend.sweep` every *interval* seconds, forever, logging what it did.
+
+    While the backend is unreachable, periods are skipped until the pool's next
+    try is due, so the sweeper backs off with the rest of the pool.
+    """
+    async with aclosing(periodic(interval)) as ticks:
+        async for _ in ticks:
+            if not outage.may_try():
+                continue
+            started = trio.current_time()
+            try:
+                report = await backend.sweep()
+            except BackendUnavailable as exc:
+                outage.failed(exc)
+                continue
+            outage.succeeded(started)
+            if report.scheduled or report.recovered:
+                logger.info(
+                    "sweep: scheduled %d stored jobs, recovered %d expired claims",
+                    report.scheduled,
+                    report.recovered,
+                )

@@ -9,6 +9,9 @@ Every claim the pool holds is in ``WorkerPool._held`` from the moment it is
 claimed until its outcome reaches the backend. Whatever is still held when the
 pool stops (prefetched, cancelled, sleeping before a retry) is released back to
 the backend in one shielded call, so stopping never loses a job.
+
+Every task reports its calls to one `OutageTracker` (``_outage.py``): an outage
+of the backend is logged once per step of one shared backoff, and its end once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import trio
 from ._backend import Backend, Claim
 from ._exceptions import BackendUnavailable, IdempotencyConflict
 from ._maintenance import renew_leases, sweep_periodically
+from ._outage import OutageTracker
 from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
 from ._payload import reply_id
 from ._pool_config import PoolConfig, ShutdownReport, check_number
@@ -42,7 +46,9 @@ __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
-_OUTAGE_PAUSE = (0.1, 5.0)  # first and longest pause before retrying an unreachable backend
+# first and longest pause of a shielded call (an outcome, a release) that retries through
+# an outage within its I/O deadline; the pool's own backoff is the OutageTracker's
+_OUTAGE_PAUSE = (0.1, 5.0)
 _INTERRUPTED = (
     "its handler was interrupted (the pool stopped) and this queue never runs a job twice; "
     "requeue it by hand if it should run again"
@@ -66,8 +72,10 @@ class WorkerPool:
         config: PoolConfig,
         rng: random.Random,
         reply_to: Queue | None = None,
+        outage: OutageTracker | None = None,
     ) -> None:
         self._backend = backend
+        self._outage = OutageTracker(backend.metrics) if outage is None else outage
         self._handler = handler
         self._reply_to = reply_to
         self._config = config
@@ -142,6 +150,15 @@ class WorkerPool:
         self._producer_finished = True
         if self._claim_wait is not None:
             self._claim_wait.cancel()
+
+    async def wait_backend_reached(self) -> None:
+        """Wait until a call of this pool to its backend has succeeded.
+
+        Returns at once from then on. A backend that is down when the pool
+        opens keeps this waiting (through the pool's retries) until it is back:
+        the moment to say a worker is ready.
+        """
+        await self._outage.wait_reached()
 
     async def wait_stopped(self) -> None:
         """Wait until the pool has stopped: drained, or shut down."""
@@ -221,21 +238,21 @@ class WorkerPool:
         """Whether the producer is finished and nothing is pending, here or anywhere."""
         if not self._producer_finished or self._held:
             return False
-        return await self._backend.pending() == 0
+        started = trio.current_time()
+        pending = await self._backend.pending()
+        self._outage.succeeded(started)
+        return pending == 0
 
     async def _fetch(self) -> None:
         async with self._send:
             with self._fetch_scope:
-                pause = _OUTAGE_PAUSE[0]
                 while True:
                     try:
                         if not await self._fetch_once():
                             return
-                        pause = _OUTAGE_PAUSE[0]
                     except BackendUnavailable as exc:
-                        self._note_outage("claiming jobs", exc, pause)
-                        await trio.sleep(pause)
-                        pause = min(pause * 2, _OUTAGE_PAUSE[1])
+                        # the pool's one backoff: the tracker logs its steps
+                        await trio.sleep_until(self._outage.failed(exc))
 
     async def _fetch_once(self) -> bool:
         """Claim a batch into free places and hand it to the workers; False once drained."""
@@ -264,10 +281,12 @@ class WorkerPool:
             want = min(config.batch_size, taken + self._slots.value)
             # mark_producer_finished() and the last outcome cancel this wait, so the
             # drain check runs at once; jobs other pools hold are checked every poll
+            started = trio.current_time()
             with trio.CancelScope() as self._claim_wait:
                 claims = await self._backend.claim(
                     want, lease=config.lease, block=config.poll_interval
                 )
+                self._outage.succeeded(started)  # not when cancelled: that says nothing
             self._claim_wait = None
             for claim in claims:
                 self._held[claim.token] = claim
@@ -287,25 +306,28 @@ class WorkerPool:
                 await self._settled.park()
         return True
 
-    def _note_outage(self, doing: str, exc: BackendUnavailable, pause: float) -> None:
-        self._backend.metrics.backend_errors += 1
-        logger.warning("%s: %s; retrying in %.1fs", doing, exc, pause)
-
     async def _tell_backend(self, doing: str, call: Callable[[], Awaitable[object]]) -> bool:
         """Make a shielded call, retrying through outages until the I/O deadline.
 
+        It retries on a short backoff of its own (its deadline is near), and
+        reports each try to the outage tracker, which logs for the whole pool.
         Returns whether the call landed before the deadline.
         """
         pause = _OUTAGE_PAUSE[0]
         with trio.CancelScope(shield=True, deadline=self._io_deadline()):
             while True:
+                started = trio.current_time()
                 try:
                     await call()
                 except BackendUnavailable as exc:
-                    self._note_outage(doing, exc, pause)
+                    self._outage.failed(exc)
+                    logger.debug(
+                        "%s: %s; trying again in %.1f s", doing, getattr(exc, "detail", exc), pause
+                    )
                     await trio.sleep(pause)
                     pause = min(pause * 2, _OUTAGE_PAUSE[1])
                 else:
+                    self._outage.succeeded(started)
                     return True
         return False
 
@@ -558,6 +580,7 @@ async def open_worker_pool(
     io_timeout: float = 5.0,
     seed: int | None = None,
     reply_to: Queue | None = None,
+    give_up_after: float | None = None,
 ) -> AsyncIterator[WorkerPool]:
     """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
 
@@ -570,6 +593,14 @@ async def open_worker_pool(
     A handler outcome is: return → completed; `Drop` → dropped; `Retry` or any
     other exception → retried after a backoff in a sleeper task of its own, or
     dead-lettered when attempts are exhausted.
+
+    When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
+    share one backoff, from 0.5 s doubling to 15 s (less up to a fifth at
+    random), and the ``trioqueue.pool`` logger gets one WARNING per step of it
+    and one INFO line when a call succeeds again, naming how long the outage
+    lasted; the sweeper skips its periods meanwhile. Every failed call counts
+    in ``metrics.backend_errors``. `WorkerPool.wait_backend_reached` returns
+    after the first successful call.
 
     Args:
         backend: Where the jobs are, e.g. a `MemoryBackend`.
@@ -592,8 +623,18 @@ async def open_worker_pool(
             than None is enqueued there (waiting for room) before the job
             completes, under `reply_id` of the job's id, so a job that runs
             twice publishes once. A failure to publish fails the attempt.
+        give_up_after: Seconds the backend may stay unreachable, without one
+            call succeeding, before the pool gives up: its last try is made when
+            they have passed, and if that fails too, the pool stops as if
+            cancelled (putting back what it can within *io_timeout*) and raises
+            `BackendUnavailable`. None (the default) retries for ever. A
+            long-running worker under a supervisor may prefer to exit and be
+            restarted, or to page someone, after a while.
 
     Raises:
+        BackendUnavailable: The backend stayed unreachable for *give_up_after*
+            seconds; its message says for how long, and its ``detail`` is the
+            cause of the last failure.
         ConfigurationError: A setting is out of range; the message names it.
         TypeError: *handler* is not an async function.
     """
@@ -609,14 +650,19 @@ async def open_worker_pool(
         poll_interval=poll_interval,
         io_timeout=io_timeout,
     )
-    pool = WorkerPool(backend, handler, config, random.Random(seed), reply_to)
+    check_number("give_up_after", give_up_after, minimum=0, allow_none=True)
+    # a generator of its own: outages leave the retry jitter of a seeded run as it was
+    outage = OutageTracker(backend.metrics, random.Random(seed), give_up_after)
+    pool = WorkerPool(backend, handler, config, random.Random(seed), reply_to, outage)
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             pool._upkeep = nursery
             await nursery.start(pool._run)
-            nursery.start_soon(renew_leases, backend, pool._held, config.lease)
-            nursery.start_soon(sweep_periodically, backend, config.sweep_interval)
+            nursery.start_soon(renew_leases, backend, pool._held, config.lease, outage)
+            nursery.start_soon(sweep_periodically, backend, config.sweep_interval, outage)
+            if give_up_after is not None:
+                nursery.start_soon(outage.enforce_limit)
             try:
                 yield pool
             except BaseException as exc:

@@ -287,7 +287,8 @@ async def serve_metrics(
             try:
                 shared = await backend.stats()
             except BackendUnavailable as exc:
-                logger.warning("queue-wide metrics not refreshed: %s", exc)
+                # the pool logs the outage, one line per backoff step: not once a second here
+                logger.debug("queue-wide metrics not refreshed: %s", exc)
             collector.refresh(shared)
             await trio.sleep(_REFRESH)
     finally:
