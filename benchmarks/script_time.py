@@ -11,8 +11,8 @@ EVALSHA entries are named after their script by its SHA-1.
 
 Set-up (not measured): ``--ready + --in-flight + --dead`` jobs are submitted,
 ``--dead`` of them claimed and dead-lettered, ``--in-flight`` claimed in batches
-of 1,000 with a 300 s lease (the oldest claims sit at the tail of the processing
-list), and ``--ready`` left ready. The backend runs on a manual clock, so a
+of 1,000 with a 300 s lease (a batch is several claim calls: one takes at most
+100), and ``--ready`` left ready. The backend runs on a manual clock, so a
 jump of the clock expires chosen claims at once.
 
 Each operation then runs --rounds times; the table shows the longest server
@@ -20,9 +20,9 @@ time of one command over the rounds, the median over the rounds of each call's
 longest command, and the call's wall time (round trip and Python included).
 Logging every command costs time inside a script too (each ``redis.call`` is
 logged), so every round is repeated with the SLOWLOG off, reading the scripts'
-time from INFO commandstats instead. "Newest"/"oldest" say which
-end of the processing (or dead-letter) list the operation touches: the
-newest claims are at its head, where ``LREM`` finds them first.
+time from INFO commandstats instead. "Newest"/"oldest" say which claims (or
+dead letters) the operation touches: when claims sat in the processing list,
+``LREM`` found the newest first and the oldest last.
 
 Writes ``benchmarks/results/script_time.json``.
 """
@@ -229,6 +229,18 @@ class Bench:
         return out
 
 
+async def claim_many(
+    backend: trioqueue.RedisBackend, jobs: int, lease: float
+) -> list[trioqueue.Claim]:
+    """Claim *jobs* ready jobs (one script claims at most 100), or all there are."""
+    claims: list[trioqueue.Claim] = []
+    while len(claims) < jobs and (
+        more := await backend.claim(jobs - len(claims), lease=lease, block=0)
+    ):
+        claims += more
+    return claims
+
+
 async def submit_all(queue: trioqueue.Queue, jobs: int) -> None:
     async def produce(numbers: range) -> None:
         for i in numbers:
@@ -248,7 +260,7 @@ async def set_up(
     print(f"set-up: submitted {ready + in_flight + dead:,} jobs", flush=True)
     left = dead
     while left:
-        claims = await backend.claim(min(BATCH, left), lease=LEASE, block=0)
+        claims = await claim_many(backend, min(BATCH, left), LEASE)
         async with trio.open_nursery() as nursery:
             for claim in claims:
                 nursery.start_soon(backend.dead_letter, claim, None, "bench")
@@ -258,12 +270,12 @@ async def set_up(
     left = in_flight
     while left:
         clock.now = first + len(batches) * STEP
-        batches.append(await backend.claim(min(BATCH, left), lease=LEASE, block=0))
+        batches.append(await claim_many(backend, min(BATCH, left), LEASE))
         left -= len(batches[-1])
     clock.now = first + len(batches) * STEP + 1.0
     info = await backend.inspect()
     print(
-        f"set-up: {info.ready:,} ready, {info.processing:,} in flight, {info.dead:,} dead "
+        f"set-up: {info.ready:,} ready, {info.claims:,} in flight, {info.dead:,} dead "
         f"in {time.perf_counter() - started:.1f} s",
         flush=True,
     )
@@ -299,8 +311,8 @@ async def measure_ops(
         if len(letters) > 1:
             await m("purge_dead one (newest)", partial(backend.purge_dead, letters[-1].id))
         await m("Queue.enqueue one", partial(queue.enqueue, {"i": -1}))
-        # a dead worker's newest claims: at the head of the processing list
-        await backend.claim(BATCH, lease=1.0, block=0)
+        # a dead worker's newest claims
+        await claim_many(backend, BATCH, 1.0)
         clock.now += 2.0
         await m(f"sweep ({BATCH} expired, newest)", backend.sweep)
 
@@ -313,11 +325,11 @@ async def measure_recovery(
     first: float,
     which: range,
 ) -> None:
-    """Sweeps that recover the oldest claims (the tail of the processing list), a batch each."""
+    """Sweeps that recover the oldest claims, a batch each."""
     for k in which:
         clock.now = first + k * STEP + LEASE + STEP / 2  # batch k expires, no later one
         await bench.measure(f"sweep ({BATCH} expired, oldest)", backend.sweep)
-        await backend.claim(len(batches[k]), lease=LONG_LEASE, block=0)  # as many in flight
+        await claim_many(backend, len(batches[k]), LONG_LEASE)  # as many in flight
 
 
 async def run(url: str, settings: dict[str, int]) -> dict[str, Any]:
@@ -348,7 +360,7 @@ async def run(url: str, settings: dict[str, int]) -> dict[str, Any]:
         # the first batch lost claims to the "oldest" measurements: recover the rest
         clock.now = first + LEASE + STEP / 2
         await backend.sweep()
-        await backend.claim(BATCH, lease=LONG_LEASE, block=0)  # as many in flight
+        await claim_many(backend, BATCH, LONG_LEASE)  # as many in flight
         last = len(batches) - 1
         await server.log_all(on=True)
         await measure_recovery(

@@ -16,7 +16,7 @@ class QueueInfo:
     stored: int
     """Jobs accepted while the ready list was full, waiting for room."""
     processing: int
-    """Entries in the processing list (reliable mode's claimed jobs)."""
+    """Jobs a blocking wait moved off the ready list whose claim is not registered yet."""
     claims: int
     """Leases in the claims set: jobs claimed by a worker, running or waiting to retry."""
     oldest_claim_age: float | None

@@ -414,8 +414,16 @@ class RedisBackend:
         return decode_record(job_id, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def purge_dead(self, job_id: str | None = None) -> int:
-        """Forget one dead letter, or all of them; return how many were forgotten."""
-        return int(await self._run("purge_dead", "" if job_id is None else job_id))
+        """Forget one dead letter, or all of them; return how many were forgotten.
+
+        All of them go a slice per script call, so Redis serves others in between.
+        """
+        if job_id is not None:
+            return int(await self._run("purge_dead", job_id))
+        total = 0
+        while purged := int(await self._run("purge_dead", "")):
+            total += purged
+        return total
 
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
@@ -541,11 +549,13 @@ class RedisBackend:
         return claims
 
     async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
-        """Claim up to *max_jobs* ready jobs; see `Backend.claim`.
+        """Claim up to *max_jobs* ready jobs, at most 100 a call; see `Backend.claim`.
 
-        Blocks in ``BLMOVE`` for up to *block* seconds when the list is empty. A
-        cancellation ends that wait at once, and a job it moved meanwhile goes back
-        to the front of the queue: a claim is either registered or never made.
+        One script claims at most 100 jobs, so a large claim never holds Redis
+        for long; ask again for more. Blocks in ``BLMOVE`` for up to *block*
+        seconds when the list is empty. A cancellation ends that wait at once,
+        and a job it moved meanwhile goes back to the front of the queue: a
+        claim is either registered or never made.
         """
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         limit = "" if self._max_deliveries is None else self._max_deliveries
@@ -639,7 +649,16 @@ class RedisBackend:
         return released
 
     async def sweep(self) -> SweepReport:
-        """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`."""
-        scheduled, recovered, evicted = await self._run("sweep", self.default_lease)
-        self._metrics.recovered += int(recovered)
-        return SweepReport(scheduled=int(scheduled), recovered=int(recovered), evicted=int(evicted))
+        """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`.
+
+        Each script call does a bounded slice of the work (no call holds Redis
+        for long, at any queue size); this calls again until nothing is left.
+        """
+        totals = [0, 0, 0]
+        more = 1
+        while more:
+            *done, more = (int(n) for n in await self._run("sweep", self.default_lease))
+            totals = [total + n for total, n in zip(totals, done, strict=True)]
+        scheduled, recovered, evicted = totals
+        self._metrics.recovered += recovered
+        return SweepReport(scheduled=scheduled, recovered=recovered, evicted=evicted)

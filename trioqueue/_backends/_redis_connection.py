@@ -143,6 +143,8 @@ class RedisConnection:
             keys.sequence,
             keys.config,
             keys.suspects,
+            keys.held,
+            keys.retrying,
         ]
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}

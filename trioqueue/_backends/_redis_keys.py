@@ -38,7 +38,7 @@ def hash_slot(key: str | bytes) -> int:
 
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
-    ".config", ".suspects",
+    ".config", ".suspects", ".held", ".retrying",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -70,7 +70,7 @@ class RedisKeys:
     ready: str
     """List of ready jobs: producers push on the left, claims take from the right."""
     processing: str
-    """List of claimed jobs (the reliable queue's processing list)."""
+    """List of jobs a blocking ``BLMOVE`` moved and no claim registered yet (a few)."""
     claims: str
     """Sorted set of claimed job ids, scored by the time the claim expires."""
     dead: str
@@ -87,6 +87,10 @@ class RedisKeys:
     """Hash of the settings every user of the queue must share (capacity, mode, key TTL)."""
     suspects: str
     """List of jobs held by dying workers more than once; each is claimed alone, first."""
+    held: str
+    """Sorted set of claimed job ids, scored by the time they were claimed."""
+    retrying: str
+    """Set of claimed job ids waiting out a retry backoff."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
 
@@ -117,6 +121,8 @@ class RedisKeys:
             sequence=f"{queue}.seq",
             config=f"{queue}.config",
             suspects=f"{queue}.suspects",
+            held=f"{queue}.held",
+            retrying=f"{queue}.retrying",
             job_prefix=f"{queue}{JOB_INFIX}",
         )
         keys.check_one_slot()

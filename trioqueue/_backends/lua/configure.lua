@@ -14,7 +14,7 @@ if ARGV[10] == 'none' then new[3] = '' elseif ARGV[10] ~= '' then new[3] = ARGV[
 if new[2] ~= agreed[2] or tonumber(new[3]) ~= tonumber(agreed[3]) then
   local waiting = redis.call('LLEN', K_READY) + redis.call('LLEN', K_UNQ)
     + redis.call('LLEN', K_SUS)
-  local claimed = math.max(redis.call('LLEN', K_PROC), redis.call('ZCARD', K_CLAIMS))
+  local claimed = claimed_count()
   if waiting + claimed > 0 then return {-1, waiting, claimed} end
 end
 redis.call('HSET', K_CONF, 'capacity', new[1], 'mode', new[2], 'key_ttl', new[3])
@@ -26,4 +26,4 @@ if new[3] ~= '' then
 else
   for _, k in ipairs({K_READY, K_UNQ, K_FIN, K_CONF}) do redis.call('PERSIST', k) end
 end
-return {1, new[1], new[2], new[3], fill()}
+return {1, new[1], new[2], new[3], (fill())}

@@ -1,6 +1,6 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
---       suspects
+--       suspects, held, retrying
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then the script's own from ARGV[8].
@@ -8,9 +8,16 @@ local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- jobs a dead worker held that had been delivered before: each runs alone
 local K_SUS = KEYS[10]
+-- Claimed jobs live in the claims set (scored by lease expiry), the held set (scored
+-- by claim time: the oldest claim in one step) and, while one waits out a retry
+-- backoff, the retrying set. The processing list holds only what a BLMOVE moved and
+-- no claim registered yet: a few elements, so no script walks anything that grows
+-- with the jobs in flight.
+local K_HELD, K_RETRY = KEYS[11], KEYS[12]
 -- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
 -- hand is refused here, before any write, never half-way through a script.
-local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list'}
+local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
+  'zset', 'set'}
 for i, kind in ipairs(KINDS) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then
@@ -92,10 +99,20 @@ local function schedule(id, front)
   return 0
 end
 
--- Move stored jobs into free room on the ready list, oldest first.
+-- Most elements one script moves or examines per loop: a sweep, a fill or a purge
+-- of many does the rest in later calls, so no call holds Redis for long.
+local SLICE = 1000
+
+-- Move stored jobs into free room on the ready list, oldest first, at most SLICE.
+-- Returns how many moved, and whether stored jobs and room are left for another call.
 local function fill()
-  local moved = 0
+  local moved, looked = 0, 0
   while redis.call('LLEN', K_READY) < CAPACITY do
+    if looked == SLICE then
+      if moved > 0 then feed() end
+      return moved, redis.call('LLEN', K_UNQ) > 0
+    end
+    looked = looked + 1
     local id = redis.call('RPOP', K_UNQ)
     if not id then break end
     if KEY_TTL_MS and redis.call('EXISTS', jobkey(id)) == 0 then
@@ -107,13 +124,52 @@ local function fill()
     end
   end
   if moved > 0 then feed() end
-  return moved
+  return moved, false
+end
+
+-- Register a lease on a job: it is claimed until NOW + lease.
+local function hold(id, lease)
+  redis.call('ZADD', K_CLAIMS, NOW + lease, MARK .. id)
+  redis.call('ZADD', K_HELD, NOW, MARK .. id)
 end
 
 local function unclaim(id)
+  -- the processing list is tiny, except right after an upgrade from the layout that
+  -- kept every reliable claim there: then this removes the job's old entry
   redis.call('LREM', K_PROC, 1, MARK .. id)
   redis.call('ZREM', K_CLAIMS, MARK .. id)
+  redis.call('ZREM', K_HELD, MARK .. id)
+  redis.call('SREM', K_RETRY, id)
   redis.call('HSET', jobkey(id), 't', '')
+end
+
+-- Take a BLMOVE's landing out of the processing list, with the stamp the sweeper may
+-- have given it; a stamp is the landing's own unless its job is claimed (then the
+-- member is the owner's lease). Returns whether the landing was still there.
+local function unland(element)
+  if redis.call('LREM', K_PROC, 1, element) == 0 then return false end
+  local token = string.sub(element, 1, 1) == MARK
+    and redis.call('HGET', jobkey(string.sub(element, 2)), 't')
+  if not token or token == '' then redis.call('ZREM', K_CLAIMS, element) end
+  return true
+end
+
+-- Claimed jobs, including what BLMOVEs moved and no claim registered yet (an element
+-- the sweeper stamped is in the claims set already).
+local function claimed_count()
+  local landed = 0
+  for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, -1)) do
+    if not redis.call('ZSCORE', K_CLAIMS, element) then landed = landed + 1 end
+  end
+  return redis.call('ZCARD', K_CLAIMS) + landed
+end
+
+-- An abandoned queue's claims expire after ttl, never sooner than two leases.
+local function expire_claims(ttl, lease)
+  if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
+    local seconds = math.ceil(math.max(ttl, 2 * lease))
+    for _, k in ipairs({K_CLAIMS, K_HELD, K_RETRY}) do redis.call('EXPIRE', k, seconds) end
+  end
 end
 
 -- Return a claimed, unfinished job to the queue without counting an attempt: next

@@ -7,8 +7,5 @@ for i = 10, #ARGV, 2 do
     redis.call('ZADD', K_CLAIMS, 'XX', NOW + lease, MARK .. id)
   end
 end
-if ttl and redis.call('EXISTS', K_CLAIMS) == 1 then
-  -- never shorter than a lease: live claims must outlive their renewal period
-  redis.call('EXPIRE', K_CLAIMS, math.ceil(math.max(ttl, 2 * lease)))
-end
+expire_claims(ttl, lease)
 return true

@@ -27,6 +27,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   end
   if kind == 'retry' then
     redis.call('HSET', key, 's', 'failed_retry')
+    redis.call('SADD', K_RETRY, id)  -- until its claim ends (unclaim)
     count('retries')
     return age
   end

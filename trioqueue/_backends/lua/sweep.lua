@@ -1,9 +1,12 @@
 -- Recover expired claims, stamp unregistered processing entries, schedule stored
--- jobs, evict old finished records. ARGV[8]: seconds before a stamped entry expires.
+-- jobs, evict old finished records; each a bounded slice per call. ARGV[8]: seconds
+-- before a stamped entry expires.
 -- A simple queue runs a job at most once: an expired claim whose handler may have
 -- started becomes a dead letter, not a retry.
--- Returns {scheduled, recovered, evicted}.
+-- Returns {scheduled, recovered, evicted, 1 if work is left for another call else 0}.
 local grace = tonumber(ARGV[8])
+-- a recovery runs about a dozen commands: 200 of them take Redis a few milliseconds
+local RECOVERY_SLICE = 200
 local recovered = 0
 local function abandon(id)
   unclaim(id)
@@ -14,15 +17,17 @@ local function abandon(id)
   count('dead_lettered')
 end
 
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
+local expired = redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW, 'LIMIT', 0, RECOVERY_SLICE)
+for _, member in ipairs(expired) do
   local id = string.sub(member, 2)
   if expired_reference(member) then
-    redis.call('LREM', K_PROC, 1, member)
+    unland(member)
     redis.call('ZREM', K_CLAIMS, member)
+    redis.call('ZREM', K_HELD, member)
     count('expired')
   elseif string.sub(member, 1, 1) ~= MARK or redis.call('EXISTS', jobkey(id)) == 0 then
     -- moved by a BLMOVE whose claim was never registered (its worker died)
-    redis.call('LREM', K_PROC, 1, member)
+    unland(member)
     redis.call('ZREM', K_CLAIMS, member)
     local adopted = adopt(member)
     if adopted then schedule(adopted) end
@@ -38,19 +43,22 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW)) do
 end
 -- An element in the processing list with no claim time would never be recovered:
 -- give it one, so it is recovered after the grace unless its claim is registered.
-for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, -1)) do
+for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, SLICE - 1)) do
   if not redis.call('ZSCORE', K_CLAIMS, element) then
     redis.call('ZADD', K_CLAIMS, NOW + grace, element)
   end
 end
-local scheduled = fill()
+local scheduled, more = fill()
 local evicted = 0
 if MAX_AGE then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_FIN, '-inf', NOW - MAX_AGE)) do
+  local old = redis.call('ZRANGEBYSCORE', K_FIN, '-inf', NOW - MAX_AGE, 'LIMIT', 0, SLICE)
+  for _, id in ipairs(old) do
     forget_finished(id)
     redis.call('ZREM', K_FIN, id)
     evicted = evicted + 1
   end
+  more = more or #old == SLICE
 end
 count('recovered', recovered)
-return {scheduled, recovered, evicted}
+more = more or #expired == RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
+return {scheduled, recovered, evicted, more and 1 or 0}

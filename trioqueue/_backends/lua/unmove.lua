@@ -3,8 +3,7 @@
 -- or first in line among the stored jobs when producers filled the room it left;
 -- unless the sweeper took it already. Returns 1 if it was put back.
 local element = ARGV[8]
-if redis.call('LREM', K_PROC, 1, element) == 0 then return 0 end
-redis.call('ZREM', K_CLAIMS, element)  -- the sweeper may have stamped it
+if not unland(element) then return 0 end
 local id = string.sub(element, 2)
 if string.sub(element, 1, 1) == MARK and redis.call('EXISTS', jobkey(id)) == 1 then
   schedule(id, true)
