@@ -16,6 +16,8 @@ import trio.testing
 import trioqueue
 from trioqueue import ConfigurationError, JobState, Queue
 
+from .redis_time import pass_time
+
 if TYPE_CHECKING:
     from .redis_server import RedisServer
 
@@ -188,7 +190,7 @@ async def test_an_entry_stranded_in_processing_without_a_claim_is_recovered(
         async with client:  # what a worker's BLMOVE did before it died
             await client.lmove(name, backend.keys.processing, "RIGHT", "LEFT")
         assert (await backend.sweep()).recovered == 0  # stamped now, recovered after min_idle
-        clock["now"] += 6
+        await pass_time(backend, clock, 6)
         assert (await backend.sweep()).recovered == 1
         [claim] = await backend.claim(1, lease=5, block=0)
         assert claim.job.id == "j"
@@ -256,7 +258,7 @@ async def test_retention_never_deletes_a_live_job_that_reused_an_expired_id(
             await client.delete([backend.keys.job_prefix + "job1"])
         receipt = await queue.enqueue({"x": 1}, id="job1")  # accepted anew
         assert not receipt.deduplicated
-        clock["now"] += 61
+        await pass_time(backend, clock, 61)
         assert (await backend.sweep()).evicted == 0
         [again] = await backend.claim(1, lease=30, block=0)
         assert again.job.id == "job1"
@@ -280,7 +282,7 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         async with client:  # worker A's BLMOVE, whose claim script is slow to follow
             element = await client.lmove(keys.ready, keys.processing, "RIGHT", "LEFT")
         await backend.sweep()  # stamps it
-        clock["now"] += 6
+        await pass_time(backend, clock, 6)
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
         late = await backend._run("claim", 1, 5, "", "", element)  # A registers, at last
@@ -436,7 +438,7 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         await queue.enqueue("poison", id="P")
         for _ in range(3):  # each worker that takes it dies: the lease runs out
             [claim] = await backend.claim(1, lease=5, block=0)
-            clock["now"] += 6
+            await pass_time(backend, clock, 6)
             assert (await backend.sweep()).recovered == 1
         assert await backend.claim(1, lease=5, block=0) == []  # the fourth is refused
         [dead] = await backend.dead_letters()
@@ -536,7 +538,7 @@ async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_ser
         await client.pexpire(keys.job_prefix + "J", 1)
         await wait_until_gone(client, keys.job_prefix + "J")
         assert await backend._run("claim", 0, 5, "", "", element) == []  # expired: counted
-        clock["now"] += 10
+        await pass_time(backend, clock, 10)
         await backend.sweep()
         stats = await backend.stats()
         assert (stats.expired, stats.enqueued, stats.gauges.held) == (1, 2, 1)
@@ -574,7 +576,7 @@ async def test_a_job_twice_held_by_dying_workers_runs_alone(redis_server: RedisS
                 ["later", "poison"],
             )
             assert not any(c.suspect for c in claims)
-            clock["now"] += 6
+            await pass_time(backend, clock, 6)
             await backend.sweep()
         info = await backend.inspect()
         assert info.stored >= 1  # the twice-delivered ones wait among the suspects

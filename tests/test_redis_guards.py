@@ -20,6 +20,7 @@ import trioqueue
 from trioqueue import ErrorInfo, JobState, Queue
 
 from .conftest import collect
+from .redis_time import pass_time
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -94,7 +95,7 @@ async def test_a_stale_owners_outcome_of_any_kind_leaves_the_new_owners_claim_al
         [old] = await backend.claim(1, lease=MIN_IDLE, block=0)
         if outcome == "requeue":  # a requeue follows a retry_later
             assert await backend.retry_later(old, ERROR)
-        clock.now += MIN_IDLE + 1  # the old owner stalls past its lease
+        await pass_time(backend, clock, MIN_IDLE + 1)  # the old owner stalls past its lease
         await backend.sweep()
         if await backend.dead_letters():  # a simple queue keeps it; an operator requeues it
             await backend.requeue_dead("J")
@@ -145,7 +146,7 @@ async def test_a_blmoved_entry_keeps_its_job_for_min_idle_so_its_late_claim_gets
         await Queue(backend).enqueue("p", id="J")
         element = await blmove_by_hand(backend, client)
         assert (await backend.sweep()).recovered == 0  # stamps it
-        clock.now += MIN_IDLE - 1
+        await pass_time(backend, clock, MIN_IDLE - 1)
         assert (await backend.sweep()).recovered == 0
         info = await backend.inspect()
         assert (info.ready, info.processing, info.claims) == (0, 1, 1)  # still the worker's
@@ -167,9 +168,9 @@ async def test_a_blmoved_entry_whose_claim_never_comes_is_recovered_after_min_id
         await Queue(backend).enqueue("p", id="J")
         await blmove_by_hand(backend, client)  # and the worker dies
         assert (await backend.sweep()).recovered == 0
-        clock.now += MIN_IDLE - 1
+        await pass_time(backend, clock, MIN_IDLE - 1)
         assert (await backend.sweep()).recovered == 0
-        clock.now += 2
+        await pass_time(backend, clock, 2)
         assert (await backend.sweep()).recovered == 1
         [claim] = await backend.claim(1, lease=MIN_IDLE, block=0)
         assert claim.job.id == "J"
@@ -189,13 +190,13 @@ async def test_a_claim_holds_for_its_whole_lease_and_not_longer(
     async with open_backend(redis_server, clock, reliable=reliable, min_idle=30) as backend:
         await Queue(backend).enqueue("p", id="J")
         await backend.claim(1, lease=lease, block=0)
-        clock.now += 0.9 * lease
+        await pass_time(backend, clock, 0.9 * lease)
         assert (await backend.sweep()).recovered == 0
         assert await backend.dead_letters() == []
         record = await backend.status("J")
         assert record is not None
         assert record.state is JobState.PROCESSING
-        clock.now += 0.2 * lease
+        await pass_time(backend, clock, 0.2 * lease)
         report = await backend.sweep()
         record = await backend.status("J")
         assert record is not None
@@ -278,7 +279,7 @@ async def test_a_job_is_a_suspect_after_its_second_dying_delivery_not_its_first(
             return {c.job.id: c for c in await backend.claim(5, lease=MIN_IDLE, block=0)}
 
         async def die() -> None:  # the holder stops renewing; the sweeper recovers
-            clock.now += MIN_IDLE + 1
+            await pass_time(backend, clock, MIN_IDLE + 1)
             await backend.sweep()
 
         first = await backend.claim(2, lease=MIN_IDLE, block=0)

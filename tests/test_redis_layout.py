@@ -17,6 +17,8 @@ import pytest
 import trioqueue
 from trioqueue import Queue
 
+from .redis_time import pass_time
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -114,7 +116,7 @@ async def test_a_sweep_recovers_claims_a_slice_per_call(redis_server: RedisServe
         for n in range(total):
             await queue.enqueue(n, id=f"j{n}")
         assert len(await claim_all(backend, lease=5)) == total
-        clock.now += 6  # every lease runs out: the workers died
+        await pass_time(backend, clock, 6)  # every lease runs out: the workers died
         replies = record_replies(backend, "sweep")
         report = await backend.sweep()
         assert report.recovered == total

@@ -47,11 +47,20 @@ async def renew_leases(
                 outage.succeeded(started)
 
 
-async def sweep_periodically(backend: Backend, interval: float, outage: OutageTracker) -> None:
+async def sweep_periodically(
+    backend: Backend,
+    interval: float,
+    outage: OutageTracker,
+    held: Mapping[str, Claim],
+    lease: float,
+) -> None:
     """Call `Backend.sweep` every *interval* seconds, forever, logging what it did.
 
-    While the backend is unreachable, periods are skipped until the pool's next
-    try is due, so the sweeper backs off with the rest of the pool.
+    The leases of the claims in *held* are renewed first, in the same period: a
+    pool never recovers its own live claims, even when Redis comes back from an
+    outage that outlasted them. While the backend is unreachable, periods are
+    skipped until the pool's next try is due, so the sweeper backs off with the
+    rest of the pool.
     """
     async with aclosing(periodic(interval)) as ticks:
         async for _ in ticks:
@@ -59,6 +68,8 @@ async def sweep_periodically(backend: Backend, interval: float, outage: OutageTr
                 continue
             started = trio.current_time()
             try:
+                if held:
+                    await backend.renew(list(held.values()), lease=lease)
                 report = await backend.sweep()
             except BackendUnavailable as exc:
                 outage.failed(exc)

@@ -72,6 +72,7 @@ class OutageTracker:
     _next_try: float = attrs.field(default=-math.inf, init=False)
     _last: BackendUnavailable | None = attrs.field(default=None, init=False)
     _where: str = attrs.field(default="", init=False)
+    _last_success: float = attrs.field(default=-math.inf, init=False)
     _reached: trio.Event = attrs.field(factory=trio.Event, init=False)
     _given_up: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -141,6 +142,8 @@ class OutageTracker:
         call began before the outage did (its success says nothing of now).
         """
         self._reached.set()
+        if math.isfinite(started):
+            self._last_success = max(self._last_success, started)
         if self._since is None or started < self._since:
             return
         logger.info(
@@ -149,6 +152,10 @@ class OutageTracker:
             trio.current_time() - self._since,
         )
         self._since, self._last, self._next_try = None, None, -math.inf
+
+    def succeeded_since(self, moment: float) -> bool:
+        """Whether a call that began after *moment* (Trio's clock) has succeeded."""
+        return self._last_success > moment
 
     async def wait_reached(self) -> None:
         """Wait until a call has succeeded; returns at once from then on."""

@@ -89,6 +89,9 @@ class WorkerPool:
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         self._sleeping: set[trio.CancelScope] = set()
+        # the shielded calls telling the backend an outcome (_tell_backend): a shutdown
+        # gives them its deadline
+        self._telling: set[trio.CancelScope] = set()
         # a place per worker and per prefetched job: the fetcher claims only into one
         self._slots = trio.Semaphore(config.workers + config.prefetch)
         self._send, self._receive = trio.open_memory_channel[Claim](config.prefetch)
@@ -182,12 +185,16 @@ class WorkerPool:
         """
         check_number("grace", grace, minimum=0, where="WorkerPool.shutdown")
         now = trio.current_time()
-        if self._shutdown_started:
-            self._grace.deadline = min(self._grace.deadline, now + grace)
-            self._deadline = min(self._deadline, now + grace + self._config.io_timeout)
-        else:
+        first = not self._shutdown_started
+        if first:
             self._shutdown_started = True
             self._deadline = now + grace + self._config.io_timeout
+        else:
+            self._grace.deadline = min(self._grace.deadline, now + grace)
+            self._deadline = min(self._deadline, now + grace + self._config.io_timeout)
+        for telling in self._telling:  # outcomes waiting out an outage stop waiting then
+            telling.deadline = min(telling.deadline, self._deadline)
+        if first:
             self._stopping = True
             self._fetch_scope.cancel()
             for scope in self._sleeping:
@@ -307,28 +314,47 @@ class WorkerPool:
         return True
 
     async def _tell_backend(self, doing: str, call: Callable[[], Awaitable[object]]) -> bool:
-        """Make a shielded call, retrying through outages until the I/O deadline.
+        """Make a shielded call, retrying through outages; return whether it landed.
 
-        It retries on a short backoff of its own (its deadline is near), and
-        reports each try to the outage tracker, which logs for the whole pool.
-        Returns whether the call landed before the deadline.
+        While the backend is unreachable for the whole pool, the call is retried
+        until it lands, however long that takes: the claim stays held and renewed,
+        so an outage does not by itself make the job run again. It gives up after
+        *io_timeout* when other calls of the pool get through meanwhile (this one
+        is refused, the backend is not down), and by the shutdown's deadline.
+        Each try is reported to the outage tracker, which logs for the whole pool.
         """
         pause = _OUTAGE_PAUSE[0]
-        with trio.CancelScope(shield=True, deadline=self._io_deadline()):
-            while True:
-                started = trio.current_time()
-                try:
-                    await call()
-                except BackendUnavailable as exc:
-                    self._outage.failed(exc)
-                    logger.debug(
-                        "%s: %s; trying again in %.1f s", doing, getattr(exc, "detail", exc), pause
-                    )
+        first_failure: float | None = None
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = self._deadline  # math.inf until a shutdown sets it
+            self._telling.add(scope)
+            try:
+                while True:
+                    started = trio.current_time()
+                    problem: object = None
+                    # each try gets io_timeout: a call that hangs is a try that failed
+                    with trio.move_on_after(self._config.io_timeout):
+                        try:
+                            await call()
+                        except BackendUnavailable as exc:
+                            self._outage.failed(exc)
+                            problem = getattr(exc, "detail", exc)
+                        else:
+                            self._outage.succeeded(started)
+                            return True
+                    if problem is None:
+                        problem = f"no reply within {self._config.io_timeout}s"
+                    if first_failure is None:
+                        first_failure = started
+                    if trio.current_time() >= first_failure + self._config.io_timeout and (
+                        self._outage.succeeded_since(first_failure)
+                    ):
+                        return False  # refused, or stuck, while the backend answers others
+                    logger.debug("%s: %s; trying again in %.1f s", doing, problem, pause)
                     await trio.sleep(pause)
                     pause = min(pause * 2, _OUTAGE_PAUSE[1])
-                else:
-                    self._outage.succeeded(started)
-                    return True
+            finally:
+                self._telling.discard(scope)
         return False
 
     async def _work(self) -> None:
@@ -660,7 +686,14 @@ async def open_worker_pool(
             pool._upkeep = nursery
             await nursery.start(pool._run)
             nursery.start_soon(renew_leases, backend, pool._held, config.lease, outage)
-            nursery.start_soon(sweep_periodically, backend, config.sweep_interval, outage)
+            nursery.start_soon(
+                sweep_periodically,
+                backend,
+                config.sweep_interval,
+                outage,
+                pool._held,
+                config.lease,
+            )
             if give_up_after is not None:
                 nursery.start_soon(outage.enforce_limit)
             try:

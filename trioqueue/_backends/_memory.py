@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import math
 import time
 from typing import TYPE_CHECKING, Final, final
 
@@ -49,6 +50,7 @@ class _Entry:
     reason: str | None = None
     token: str | None = None  # the live claim, if any
     lease_until: float = 0.0
+    extended_until: float | None = None  # the one more lease a silence gave it
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -106,6 +108,9 @@ class MemoryBackend:
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
         self._metrics = Metrics(self._gauges)
+        # see _touch: when a worker last reached the backend, when the last silence ended
+        self._seen: float | None = None
+        self._quiet_end = -math.inf
 
     def __repr__(self) -> str:
         g = self._gauges()
@@ -204,7 +209,21 @@ class MemoryBackend:
             self._room.unpark(count=room)
         return moved
 
+    def _touch(self, now: float) -> None:
+        """A worker reached the backend now; note a silence longer than half a lease.
+
+        A silence means no worker could reach the backend (an outage a test
+        simulates, or an event loop blocked for that long), so live owners could
+        not renew: for one lease (`default_lease`) after it, `sweep` gives each
+        expired claim one more lease before it recovers it, as the Redis backend
+        does with its *min_idle*.
+        """
+        if self._seen is not None and now - self._seen > self.default_lease / 2:
+            self._quiet_end = now
+        self._seen = now
+
     def _live(self, claim: Claim) -> _Entry | None:
+        self._touch(self.now())
         entry = self._claims.get(claim.token)
         if entry is None:
             self._metrics.stale += 1
@@ -350,8 +369,10 @@ class MemoryBackend:
                 await self._work.park()
             if not self._ready:
                 await trio.lowlevel.checkpoint_if_cancelled()
+                self._touch(self.now())
                 return []
         now = self.now()
+        self._touch(now)
         claims: list[Claim] = []
         while self._ready and len(claims) < max_jobs:
             entry = self._ready.popleft()
@@ -370,7 +391,9 @@ class MemoryBackend:
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
         """Extend the leases of the claims still held."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        until = self.now() + lease
+        now = self.now()
+        self._touch(now)
+        until = now + lease
         for claim in claims:
             entry = self._claims.get(claim.token)
             if entry is not None:
@@ -454,6 +477,7 @@ class MemoryBackend:
         """Put unfinished claims back at once; return how many were still held."""
         await trio.lowlevel.checkpoint_if_cancelled()
         now = self.now()
+        self._touch(now)
         released = 0
         for claim in claims:
             entry = self._claims.get(claim.token)
@@ -471,7 +495,15 @@ class MemoryBackend:
         """Schedule unqueued jobs, recover expired claims, evict old finished records."""
         await trio.lowlevel.checkpoint_if_cancelled()
         now = self.now()
+        self._touch(now)
         expired = [t for t, e in self._claims.items() if e.lease_until < now]
+        lease = self.default_lease
+        if now < self._quiet_end + lease:  # see _touch
+            for token in list(expired):
+                entry = self._claims[token]
+                if entry.extended_until != entry.lease_until:  # not given one yet
+                    entry.lease_until = entry.extended_until = now + lease
+                    expired.remove(token)
         for token in expired:
             entry = self._claims.pop(token)
             entry.token = None

@@ -346,6 +346,7 @@ class RedisBackend:
             "" if retention.max_age is None else retention.max_age,
             mode,
             key_ttl,
+            self.default_lease,  # how long a silence must be to count as an outage
         ]
 
     async def _run(self, name: str, *args: str | bytes | float) -> Any:

@@ -13,6 +13,7 @@ local max = math.min(tonumber(ARGV[8]), CLAIM_SLICE)
 local lease, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
+touch()
 
 -- Claim the job an element (off the ready list, the suspects, or a landing) names.
 local function take(element)

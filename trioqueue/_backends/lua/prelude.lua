@@ -3,7 +3,8 @@
 --       suspects, held, retrying
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
---       'simple'), key TTL in seconds ('' = none), then the script's own from ARGV[8].
+--       'simple'), key TTL in seconds ('' = none), the caller's min_idle (taken out
+--       here), then the script's own from ARGV[8].
 local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- jobs a dead worker held that had been delivered before: each runs alone
@@ -38,6 +39,8 @@ local KEEP = tonumber(ARGV[4])
 local MAX_AGE = tonumber(ARGV[5])
 -- A simple queue's claims leave every list; the claims set alone holds their leases.
 local SIMPLE = ARGV[6] == 'simple'
+-- the caller's lease: it tells how long a silence must be to be an outage (below)
+local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- With a key TTL, every push keeps the queue alive for KEY_TTL more seconds, and a
 -- waiting job's record lives that long after it was queued: an unfed queue expires
 -- with the jobs in it. Claimed jobs and dead letters never expire.
@@ -162,6 +165,19 @@ local function claimed_count()
     if not redis.call('ZSCORE', K_CLAIMS, element) then landed = landed + 1 end
   end
   return redis.call('ZCARD', K_CLAIMS) + landed
+end
+
+-- Worker-side scripts call this: a worker reached the queue now. A silence longer
+-- than half a lease means nobody could reach it (an outage, a restart, a frozen
+-- server) or nobody tried; live owners could not renew meanwhile, so for one lease
+-- after it the sweeper gives each expired claim one more lease before it recovers
+-- it (see sweep.lua). A dead owner's claims wait that one lease longer.
+local function touch()
+  local seen = tonumber(redis.call('HGET', K_CONF, 'seen'))
+  if seen and NOW - seen > MIN_IDLE / 2 then
+    redis.call('HSET', K_CONF, 'quiet_end', stamp(NOW))
+  end
+  redis.call('HSET', K_CONF, 'seen', stamp(NOW))
 end
 
 -- An abandoned queue's claims expire after ttl, never sooner than two leases.

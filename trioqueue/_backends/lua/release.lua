@@ -1,4 +1,5 @@
 -- Put unfinished claims back at once. ARGV[8..]: id, token pairs. Returns how many.
+touch()
 local n = 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]

@@ -48,6 +48,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   return age
 end
 
+touch()
 local out = {}
 for i = 8, #ARGV, 7 do
   out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],

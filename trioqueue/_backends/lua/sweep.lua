@@ -17,10 +17,24 @@ local function abandon(id)
   count('dead_lettered')
 end
 
-local expired = redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW, 'LIMIT', 0, RECOVERY_SLICE)
-for _, member in ipairs(expired) do
+touch()
+-- Within one lease after a silence (see touch), an expired claim gets one more lease
+-- instead of being recovered: its owner may be alive and unable to renew until now.
+-- 'x' on the job records the lease so given; a claim still at it is not given another.
+local after_silence = NOW < (tonumber(redis.call('HGET', K_CONF, 'quiet_end')) or -math.huge)
+  + grace
+local expired = redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0,
+  RECOVERY_SLICE)
+for i = 1, #expired, 2 do
+  local member, score = expired[i], tonumber(expired[i + 1])
   local id = string.sub(member, 2)
-  if expired_reference(member) then
+  local key = jobkey(id)
+  if after_silence and string.sub(member, 1, 1) == MARK and redis.call('EXISTS', key) == 1
+    and tonumber(redis.call('HGET', key, 'x') or '') ~= score then
+    local until_ = tonumber(stamp(NOW + grace))  -- as 'x' holds it: compared exactly
+    redis.call('ZADD', K_CLAIMS, until_, member)
+    redis.call('HSET', key, 'x', stamp(until_))
+  elseif expired_reference(member) then
     unland(member)
     redis.call('ZREM', K_CLAIMS, member)
     redis.call('ZREM', K_HELD, member)
@@ -60,5 +74,5 @@ if MAX_AGE then
   more = more or #old == SLICE
 end
 count('recovered', recovered)
-more = more or #expired == RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
+more = more or #expired == 2 * RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
 return {scheduled, recovered, evicted, more and 1 or 0}

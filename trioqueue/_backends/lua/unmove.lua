@@ -3,6 +3,7 @@
 -- or first in line among the stored jobs when producers filled the room it left;
 -- unless the sweeper took it already. Returns 1 if it was put back.
 local element = ARGV[8]
+touch()
 if not unland(element) then return 0 end
 local id = string.sub(element, 2)
 if string.sub(element, 1, 1) == MARK and redis.call('EXISTS', jobkey(id)) == 1 then
