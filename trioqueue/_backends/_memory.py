@@ -260,8 +260,8 @@ class MemoryBackend:
     def _put_back(self, entry: _Entry, now: float, *, front: bool) -> None:
         """Return a claimed, unfinished job to the queue without counting an attempt.
 
-        *front* for a job a live pool gave back (next in line); recovered jobs of a
-        dead owner go to the back, so they do not all land on the next worker.
+        *front*: next in line, for a job taken in its turn already (given back by
+        a live pool, or recovered from a dead owner).
         """
         if entry.state is JobState.PROCESSING:
             target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
@@ -504,10 +504,11 @@ class MemoryBackend:
                 if entry.extended_until != entry.lease_until:  # not given one yet
                     entry.lease_until = entry.extended_until = now + lease
                     expired.remove(token)
-        for token in expired:
+        # latest expiry first: each goes to the front, so the earliest ends first in line
+        for token in sorted(expired, key=lambda t: self._claims[t].lease_until, reverse=True):
             entry = self._claims.pop(token)
             entry.token = None
-            self._put_back(entry, now, front=False)
+            self._put_back(entry, now, front=True)
         self._metrics.recovered += len(expired)
         scheduled = self._fill(now)
         evicted = self._evict_old(now)

@@ -189,9 +189,9 @@ local function expire_claims(ttl, lease)
 end
 
 -- Return a claimed, unfinished job to the queue without counting an attempt: next
--- in line when a live pool gave it back (front), else at the back, so that the jobs
--- of a crashed worker spread out instead of crashing the next one together.
--- suspect: put it among the suspects instead, each of which is claimed alone.
+-- in line when front (a live pool gave it back, or its owner died: it was taken in
+-- its turn already), else at the back. suspect: put it among the suspects instead,
+-- each of which is claimed alone.
 local function putback(id, front, suspect)
   local key = jobkey(id)
   unclaim(id)

@@ -25,7 +25,8 @@ local after_silence = NOW < (tonumber(redis.call('HGET', K_CONF, 'quiet_end')) o
   + grace
 local expired = redis.call('ZRANGEBYSCORE', K_CLAIMS, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0,
   RECOVERY_SLICE)
-for i = 1, #expired, 2 do
+-- latest expiry first: each recovered job goes to the front, so the earliest ends first
+for i = #expired - 1, 1, -2 do
   local member, score = expired[i], tonumber(expired[i + 1])
   local id = string.sub(member, 2)
   local key = jobkey(id)
@@ -49,9 +50,10 @@ for i = 1, #expired, 2 do
   elseif SIMPLE and redis.call('HGET', jobkey(id), 's') == 'processing' then
     abandon(id)  -- its handler may have run
   else
-    -- a second delivery that died too: the job may be what kills its workers, so it
-    -- runs alone from now on, and cannot take other jobs down with it
-    putback(id, false, tonumber(redis.call('HGET', jobkey(id), 'd') or '0') >= 2)
+    -- taken in its turn already: next in line again; but a second delivery that died
+    -- too may be what kills its workers, so it runs alone from now on, and cannot
+    -- take other jobs down with it
+    putback(id, true, tonumber(redis.call('HGET', jobkey(id), 'd') or '0') >= 2)
     recovered = recovered + 1
   end
 end
