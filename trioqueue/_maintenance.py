@@ -16,18 +16,44 @@ from trio_util import periodic
 from ._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, MutableMapping
 
     from ._backend import Backend, Claim
     from ._outage import OutageTracker
 
-__all__ = ["renew_leases", "sweep_periodically"]
+__all__ = ["renew", "renew_leases", "sweep_periodically"]
 
 logger = logging.getLogger("trioqueue.pool")
 
 
+async def renew(
+    backend: Backend,
+    held: Mapping[str, Claim],
+    lease: float,
+    lease_until: MutableMapping[str, float],
+) -> None:
+    """Renew every claim in *held*; note in *lease_until* when each now runs out.
+
+    The time noted is when the call began (Trio's clock): the backend renewed
+    after that, so the lease lasts at least that long.
+
+    Raises:
+        BackendUnavailable: The backend could not be reached.
+    """
+    claims = list(held.values())
+    started = trio.current_time()
+    await backend.renew(claims, lease=lease)
+    for claim in claims:
+        if claim.token in lease_until:
+            lease_until[claim.token] = started + lease
+
+
 async def renew_leases(
-    backend: Backend, held: Mapping[str, Claim], lease: float, outage: OutageTracker
+    backend: Backend,
+    held: Mapping[str, Claim],
+    lease: float,
+    outage: OutageTracker,
+    lease_until: MutableMapping[str, float],
 ) -> None:
     """Renew the leases of the claims in *held* every third of *lease*, forever.
 
@@ -40,7 +66,7 @@ async def renew_leases(
                 continue
             started = trio.current_time()
             try:
-                await backend.renew(list(held.values()), lease=lease)
+                await renew(backend, held, lease, lease_until)
             except BackendUnavailable as exc:
                 outage.failed(exc)
             else:
@@ -53,6 +79,7 @@ async def sweep_periodically(
     outage: OutageTracker,
     held: Mapping[str, Claim],
     lease: float,
+    lease_until: MutableMapping[str, float],
 ) -> None:
     """Call `Backend.sweep` every *interval* seconds, forever, logging what it did.
 
@@ -69,7 +96,7 @@ async def sweep_periodically(
             started = trio.current_time()
             try:
                 if held:
-                    await backend.renew(list(held.values()), lease=lease)
+                    await renew(backend, held, lease, lease_until)
                 report = await backend.sweep()
             except BackendUnavailable as exc:
                 outage.failed(exc)

@@ -82,6 +82,9 @@ class WorkerPool:
         self._rng = rng
         # every claim from the moment it is claimed until the backend took its outcome
         self._held: dict[str, Claim] = {}
+        # when each held claim's lease runs out at the latest, as far as this pool
+        # knows (Trio's clock): a claim whose lease ran out is not started
+        self._lease_until: dict[str, float] = {}
         # claims whose handler started and whose outcome has not reached the backend: an
         # at-most-once backend must never get these back to run again
         self._unsettled: set[str] = set()
@@ -295,8 +298,10 @@ class WorkerPool:
                 )
                 self._outage.succeeded(started)  # not when cancelled: that says nothing
             self._claim_wait = None
+            until = trio.current_time() + config.lease
             for claim in claims:
                 self._held[claim.token] = claim
+                self._lease_until[claim.token] = until
         finally:
             for _ in range(taken - len(claims)):
                 self._slots.release()
@@ -365,11 +370,30 @@ class WorkerPool:
                 try:
                     while claim.suspect and self._running and not self._stopping:
                         await self._running_changed.park()  # it runs alone: let others end
-                    if not self._stopping:
-                        await self._attempt(claim, scope)
                     # when stopping, the claim stays held and is released at the end
+                    if not self._stopping:
+                        if trio.current_time() < self._lease_until.get(claim.token, math.inf):
+                            await self._attempt(claim, scope)
+                        else:
+                            await self._lapsed(claim)
                 finally:
                     self._slots.release()
+
+    async def _lapsed(self, claim: Claim) -> None:
+        """Give back, without running it, a claim whose lease ran out before it started.
+
+        Its lease ran out while it waited here (the process was paused, or its
+        event loop blocked): the backend may have given the job to another
+        worker already, so running it would run it twice. It is counted as
+        ``stale`` and given back (a no-op when it was recovered meanwhile).
+        """
+        self._backend.metrics.stale += 1
+        logger.warning(
+            "job %s: its lease ran out before it started (this process was paused, or its "
+            "event loop blocked); not starting it, it goes back to the queue",
+            claim.job.id,
+        )
+        await self._give_back(claim)
 
     async def _attempt(self, claim: Claim, scope: trio.CancelScope) -> None:
         """Run one attempt in the worker's *scope*, then report its outcome."""
@@ -495,6 +519,7 @@ class WorkerPool:
     def _forget(self, claim: Claim) -> None:
         """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
         self._held.pop(claim.token, None)
+        self._lease_until.pop(claim.token, None)
         self._unsettled.discard(claim.token)
         if self._settled:
             self._settled.unpark_all()
@@ -685,7 +710,9 @@ async def open_worker_pool(
         async with trio.open_nursery() as nursery:
             pool._upkeep = nursery
             await nursery.start(pool._run)
-            nursery.start_soon(renew_leases, backend, pool._held, config.lease, outage)
+            nursery.start_soon(
+                renew_leases, backend, pool._held, config.lease, outage, pool._lease_until
+            )
             nursery.start_soon(
                 sweep_periodically,
                 backend,
@@ -693,6 +720,7 @@ async def open_worker_pool(
                 outage,
                 pool._held,
                 config.lease,
+                pool._lease_until,
             )
             if give_up_after is not None:
                 nursery.start_soon(outage.enforce_limit)
