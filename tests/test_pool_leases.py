@@ -7,9 +7,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import trio
+import trio.lowlevel
 
 import trioqueue
 from trioqueue import BackendUnavailable, Queue
+
+from .fake_outage import Outages
 
 if TYPE_CHECKING:
     import pytest
@@ -60,3 +63,42 @@ async def test_a_prefetched_claim_whose_lease_ran_out_is_given_back_not_started(
     assert "job next:" in lapsed[0].getMessage()
     assert memory.metrics.snapshot().stale >= 1
     assert (await memory.stats()).conserved
+
+
+async def test_a_handler_that_blocks_the_event_loop_is_named_with_the_fix(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+):
+    backend = trioqueue.MemoryBackend()
+    runs: list[str] = []
+
+    async def blocking(job: trioqueue.Job) -> None:
+        runs.append(job.id)
+        autojump_clock.jump(8)  # as time.sleep(8) would: no other task runs meanwhile
+        await trio.lowlevel.checkpoint()
+
+    async with trioqueue.open_worker_pool(backend, blocking, lease=3):
+        await Queue(backend).enqueue("x", id="blocker")
+    [warning] = [r for r in caplog.records if "event loop was blocked" in r.getMessage()]
+    message = warning.getMessage()
+    assert warning.levelno == logging.WARNING
+    assert "blocked for 7.0 s" in message  # the renewal was due 1 s in, woke at 8
+    assert "running then: blocker" in message
+    assert "trio.to_thread.run_sync" in message
+    assert runs == ["blocker"]
+
+
+async def test_a_renewal_slowed_by_an_outage_is_not_a_blocked_event_loop(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+):
+    memory = trioqueue.MemoryBackend()
+
+    async def slow(job: trioqueue.Job) -> None:
+        await trio.sleep(100)
+
+    async with trioqueue.open_worker_pool(
+        Outages(memory, (5, 60), hang=False),
+        slow,
+        lease=9,  # type: ignore[arg-type]
+    ):
+        await Queue(memory).enqueue("x", id="x")
+    assert not [r for r in caplog.records if "event loop was blocked" in r.getMessage()]

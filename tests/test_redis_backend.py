@@ -444,6 +444,7 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         [dead] = await backend.dead_letters()
         assert dead.id == "P"
         assert "delivered 3 times (max_deliveries)" in (dead.reason or "")
+        assert "may be killing the worker" in (dead.reason or "")
         stats = await backend.stats()
         assert (stats.dead_lettered, stats.gauges.held) == (1, 0)
         assert stats.conserved
@@ -451,6 +452,32 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         await queue.requeue_dead("P")
         [claim] = await backend.claim(1, lease=5, block=0)
         assert await backend.ack(claim)
+
+
+async def test_a_job_whose_runs_outlive_their_lease_is_dead_lettered_saying_so(
+    redis_server: RedisServer,
+):
+    """Not "killing the worker": its runs finished, after their leases ran out."""
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url,
+        queue=queue_name(),
+        min_idle=5,
+        max_deliveries=2,
+        clock=lambda: clock["now"],
+    ) as backend:
+        await Queue(backend).enqueue("blocking", id="B")
+        for _ in range(2):  # each run blocks its event loop past the lease, then finishes
+            [claim] = await backend.claim(1, lease=5, block=0)
+            await pass_time(backend, clock, 6)
+            assert (await backend.sweep()).recovered == 1
+            assert not await backend.ack(claim)  # too late: refused
+        assert await backend.claim(1, lease=5, block=0) == []
+        [dead] = await backend.dead_letters()
+        reason = dead.reason or ""
+        assert "2 of its runs finished after their lease ran out" in reason
+        assert "trio.to_thread.run_sync" in reason
+        assert "killing the worker" not in reason
 
 
 async def test_jobs_a_clean_shutdown_gave_back_are_not_counted_as_deliveries(

@@ -107,9 +107,11 @@ async def test_a_stale_owners_outcome_of_any_kind_leaves_the_new_owners_claim_al
 
         assert not await STALE_OUTCOMES[outcome](backend, old)
 
+        # the record only notes the late outcome ('l': max_deliveries's reason tells it)
+        late = {**raw, b"l": str(int(raw.get(b"l", b"0")) + 1).encode()}
         assert await held_state(backend, client) == (
             record,
-            raw,
+            late,
             score,
             info,
             attrs.evolve(stats, stale=stats.stale + 1),

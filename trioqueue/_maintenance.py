@@ -16,7 +16,7 @@ from trio_util import periodic
 from ._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, MutableMapping
+    from collections.abc import Callable, Mapping, MutableMapping
 
     from ._backend import Backend, Claim
     from ._outage import OutageTracker
@@ -24,6 +24,20 @@ if TYPE_CHECKING:
 __all__ = ["renew", "renew_leases", "sweep_periodically"]
 
 logger = logging.getLogger("trioqueue.pool")
+
+_BLOCKED_AT_LEAST = 0.5  # seconds late a renewal must wake to say the loop was blocked
+
+
+def _warn_blocked(late: float, lease: float, jobs: list[str]) -> None:
+    logger.warning(
+        "the event loop was blocked for %.1f s (a lease renewal woke that late); running "
+        "then: %s. A handler that blocks (time.sleep, CPU-bound work, blocking I/O) stops "
+        "its pool renewing its leases: past %g s its job is given to another worker and "
+        "runs again. Run such work with `await trio.to_thread.run_sync(...)`",
+        late,
+        ", ".join(jobs) or "no job",
+        lease,
+    )
 
 
 async def renew(
@@ -54,23 +68,34 @@ async def renew_leases(
     lease: float,
     outage: OutageTracker,
     lease_until: MutableMapping[str, float],
+    running: Callable[[float], list[str]],
 ) -> None:
     """Renew the leases of the claims in *held* every third of *lease*, forever.
 
     Renewal goes on through an outage, once a period: its period is long, and a
     claim whose lease runs out while the backend is away is run again elsewhere.
+    A renewal that wakes late by more than half its period (at least half a
+    second) means the event loop was blocked, most likely by a handler: a
+    WARNING names the jobs running then and the fix. ``running(since)`` returns the
+    ids of the jobs whose handlers ran at some time since then.
     """
-    async with aclosing(periodic(lease / 3)) as ticks:
-        async for _ in ticks:
-            if not held:
-                continue
-            started = trio.current_time()
+    period = lease / 3
+    due = trio.current_time() + period
+    while True:
+        await trio.sleep_until(due)
+        woke = trio.current_time()
+        if woke - due > max(period / 2, _BLOCKED_AT_LEAST) and held:
+            _warn_blocked(woke - due, lease, running(due))
+        if held:
             try:
                 await renew(backend, held, lease, lease_until)
             except BackendUnavailable as exc:
                 outage.failed(exc)
             else:
-                outage.succeeded(started)
+                outage.succeeded(woke)
+        # from the time due, not from now: the period stays the period; a renewal that
+        # took longer than one (an outage) starts the next at once, and is not "late"
+        due = max(due + period, trio.current_time())
 
 
 async def sweep_periodically(

@@ -16,6 +16,7 @@ of the backend is logged once per step of one shared backoff, and its end once.
 
 from __future__ import annotations
 
+import collections
 import inspect
 import logging
 import math
@@ -91,6 +92,8 @@ class WorkerPool:
         self._settled = trio.lowlevel.ParkingLot()  # a claim left _held
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
+        # when the last handlers ended, and their jobs: to name a handler that blocked
+        self._ended: collections.deque[tuple[float, str]] = collections.deque(maxlen=64)
         self._sleeping: set[trio.CancelScope] = set()
         # the shielded calls telling the backend an outcome (_tell_backend): a shutdown
         # gives them its deadline
@@ -379,6 +382,11 @@ class WorkerPool:
                 finally:
                     self._slots.release()
 
+    def _running_jobs(self, since: float) -> list[str]:
+        """The ids of the jobs whose handlers ran at some time from *since* until now."""
+        ended = [job_id for at, job_id in self._ended if at >= since]
+        return ended + [self._held[t].job.id for t in self._running if t in self._held]
+
     async def _lapsed(self, claim: Claim) -> None:
         """Give back, without running it, a claim whose lease ran out before it started.
 
@@ -422,6 +430,7 @@ class WorkerPool:
             ended = True
         finally:
             del self._running[claim.token]
+            self._ended.append((trio.current_time(), job.id))
             if self._running_changed:
                 self._running_changed.unpark_all()
             if not ended and scope.cancel_called:
@@ -711,7 +720,13 @@ async def open_worker_pool(
             pool._upkeep = nursery
             await nursery.start(pool._run)
             nursery.start_soon(
-                renew_leases, backend, pool._held, config.lease, outage, pool._lease_until
+                renew_leases,
+                backend,
+                pool._held,
+                config.lease,
+                outage,
+                pool._lease_until,
+                pool._running_jobs,
             )
             nursery.start_soon(
                 sweep_periodically,

@@ -44,9 +44,16 @@ local function take(element)
   local deliveries = redis.call('HINCRBY', key, 'd', 1)
   if max_deliveries and deliveries > max_deliveries then
     -- a poison job: its handler keeps killing its worker (or it never finishes)
+    local late = tonumber(redis.call('HGET', key, 'l') or '0')
+    local why = 'its handler may be killing the worker'
+    if late > 0 then
+      why = late .. ' of its runs finished after their lease ran out: a handler that '
+        .. 'blocks the event loop (time.sleep, CPU-bound work) stops its pool renewing; run '
+        .. 'such work with trio.to_thread.run_sync'
+    end
     redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w',
       'delivered ' .. max_deliveries .. ' times (max_deliveries) without an outcome '
-      .. 'each time: its handler may be killing the worker; fix that, then requeue it')
+      .. 'each time: ' .. why .. '; fix that, then requeue it')
     redis.call('LPUSH', K_DEAD, id)
     count('dead_lettered')
     return

@@ -6,6 +6,8 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
   if redis.call('HGET', key, 't') ~= token then
     count('stale')
+    -- a run that outlived its lease (a blocked event loop?): max_deliveries says so
+    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, 'l', 1) end
     return ''
   end
   local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
