@@ -8,6 +8,16 @@ if TYPE_CHECKING:
     import trioqueue
 
 
+class Clock:
+    """A backend clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def pass_time(backend: trioqueue.RedisBackend, clock: Any, seconds: float) -> None:
     """Move *clock* (a ``{"now": t}`` dict or an object with ``.now``) on by *seconds*.
 

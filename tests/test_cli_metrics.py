@@ -10,28 +10,17 @@ import time
 import urllib.request
 from typing import TYPE_CHECKING
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .test_cli_redis import TIMEOUT, Target, Worker, free_port
+from . import test_cli_redis
+from .test_cli_redis import TIMEOUT, Worker, free_port
+
+# the same fixtures as the other CLI tests on Redis
+target = test_cli_redis.target
+workers = test_cli_redis.workers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-
-    from .redis_server import RedisServer
-
-
-@pytest.fixture
-def target(redis_server: RedisServer) -> Target:
-    return Target(redis_server)
-
-
-@pytest.fixture
-def workers() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        worker.close()
+    from collections.abc import Callable
 
 
 def scrape(port: int) -> dict[str, float]:

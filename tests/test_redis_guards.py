@@ -20,7 +20,7 @@ import trioqueue
 from trioqueue import ErrorInfo, JobState, Queue
 
 from .conftest import collect
-from .redis_time import pass_time
+from .redis_time import Clock, pass_time
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -30,16 +30,6 @@ if TYPE_CHECKING:
 MIN_IDLE = 5.0
 ERROR = ErrorInfo(type="RuntimeError", message="boom")
 MODES = pytest.mark.parametrize("reliable", [True, False], ids=["reliable", "simple"])
-
-
-class Clock:
-    """A clock that moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

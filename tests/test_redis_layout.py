@@ -17,7 +17,7 @@ import pytest
 import trioqueue
 from trioqueue import Queue
 
-from .redis_time import pass_time
+from .redis_time import Clock, pass_time
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -32,16 +32,6 @@ MARK = b"\x00"  # the first byte of a list element that names a job
 
 def queue_name() -> str:
     return "{l-" + uuid.uuid4().hex[:12] + "}"
-
-
-class Clock:
-    """The backend's clock, moved by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
