@@ -41,6 +41,32 @@ MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 TEST_TIME_LIMIT = 60.0
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--alone",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="the tests marked `alone` (timing targets that must not share the CPU): run them "
+        "with the others (include, the default), leave them out (exclude: a run beside "
+        "other test processes) or run only them (only: the run after that)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--alone=exclude|only``: deselect (not skip) the tests marked alone, or the others."""
+    choice = config.getoption("alone")
+    if choice == "include":
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        alone = item.get_closest_marker("alone") is not None
+        (kept if alone == (choice == "only") else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 class TestTimedOut(Exception):
     """An async test ran past `TEST_TIME_LIMIT` real seconds: something waits for ever."""
 

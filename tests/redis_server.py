@@ -58,6 +58,7 @@ class RedisServer:
         self.appendonly = appendonly
         self.dir = Path(tempfile.mkdtemp(prefix="trioqueue-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
+        self.started_once = False  # a restart must keep its port: clients know it
 
     @property
     def url(self) -> str:
@@ -80,8 +81,18 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode() if self.process.stderr else ""
+                if not self.started_once and "in use" in err + self.log():
+                    # free_port() only found the port free: another test process (pytest-xdist
+                    # runs several) may have taken it since. A first start moves on to another.
+                    self.stop()
+                    (self.dir / "server.log").unlink(missing_ok=True)
+                    self.port = free_port()
+                    self.start()
+                    return
                 raise RuntimeError(f"{self.binary} exited at start: {err}{self.log()}")
-            if self.ping():
+            # the answer must come from this server, not another process's on the same port
+            if self.ping() and self.serving_pid() == self.process.pid:
+                self.started_once = True
                 return
             time.sleep(0.01)
         raise RuntimeError(f"{self.binary} did not answer PING on port {self.port}: {self.log()}")
@@ -97,6 +108,24 @@ class RedisServer:
                 return sock.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+    def serving_pid(self) -> int | None:
+        """The process id of the server answering on this port (INFO server), if one does."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"INFO server\r\n")
+                reply = b""
+                while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+        except OSError:
+            return None
+        for line in reply.decode(errors="replace").splitlines():
+            if line.startswith("process_id:"):
+                return int(line.partition(":")[2])
+        return None
 
     def stop(self, *, kill: bool = False) -> None:
         if self.process is None:

@@ -13,9 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CHAOS = Path(__file__).with_name("chaos.py")
 
 
+# A SIGKILLed worker's jobs must be back within 2 s (min_idle + 1 s, as in `nox -s chaos`):
+# a timing target, which two worker processes and Redis meet on two cores, but not with
+# another test process beside them (2.10 s and 2.64 s seen). `nox -s tests` runs it on its
+# own after the parallel run, so the target stays as strict; with `pytest -n` run it apart.
+@pytest.mark.alone
 def test_a_short_chaos_run_meets_every_target(tmp_path: Path):
     scratch = tmp_path / "tmp"  # the run's own temporary files go here, and must go away
     scratch.mkdir()

@@ -101,7 +101,7 @@ class TestCanonicalJson:
             [b"x"],
             {("tuple", "key"): 1},
         ],
-        ids=repr,
+        ids=lambda p: "object()" if type(p) is object else repr(p),
     )
     def test_non_json_raises_type_error(self, payload):
         with pytest.raises(TypeError, match="JSON-serialisable"):
