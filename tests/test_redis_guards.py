@@ -54,8 +54,9 @@ STALE_OUTCOMES: dict[str, Callable[[trioqueue.RedisBackend, trioqueue.Claim], Aw
     "requeue": lambda backend, claim: backend.requeue(claim),
     "dead_letter": lambda backend, claim: backend.dead_letter(claim, ERROR, "stale owner"),
     "drop": lambda backend, claim: backend.drop(claim, "stale owner"),
-    "ack": lambda backend, claim: backend.ack(claim),
 }
+# (a stale owner's ack is a late success, kept while no other run has finished: see
+# test_a_late_success_is_kept_when_no_other_run_has_finished in the contract suite)
 
 
 async def held_state(backend: trioqueue.RedisBackend, client: coredis.Redis[bytes]) -> tuple:

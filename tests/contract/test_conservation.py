@@ -523,8 +523,16 @@ class ConservationMachine(RuleBasedStateMachine):
         assert g.backlog + g.retry_waiting == len(waiting)
         assert g.dead == sum(r.state is JobState.FAILED for r in by_id.values())
         if not any(running.frozen for running in self.pools):
-            # (a frozen pool may still hold claims the backend took back)
-            assert g.inflight + g.retry_waiting == sum(r.pool.held for r in self.pools)
+            # (a frozen pool may still hold claims the backend took back; and a live pool
+            # one whose job a late success finished meanwhile: its outcome will be refused)
+            taken_over = sum(
+                1
+                for running in self.pools
+                for claim in running.pool._held.values()
+                if claim.job.id in by_id and by_id[claim.job.id].state is JobState.COMPLETED
+            )
+            held = sum(r.pool.held for r in self.pools)
+            assert g.inflight + g.retry_waiting == held - taken_over
         if not self.froze:
             assert snap.stale == 0  # only a frozen pool's outcomes can come too late
         # The clock never jumps past a live pool's renewal: only a freeze lets leases

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
+_CLAIMED: Final = frozenset({JobState.PROCESSING, JobState.FAILED_RETRY})  # held by a claim
 
 
 @attrs.define(eq=False, slots=True)
@@ -230,7 +231,10 @@ class MemoryBackend:
         return entry
 
     def _unclaim(self, claim: Claim) -> None:
-        entry = self._claims.pop(claim.token)
+        self._unclaim_token(claim.token)
+
+    def _unclaim_token(self, token: str) -> None:
+        entry = self._claims.pop(token)
         entry.token = None
         if not self._held():
             self._work.unpark_all()  # let idle fetchers see that everything is done
@@ -401,17 +405,32 @@ class MemoryBackend:
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def ack(self, claim: Claim) -> bool:
-        """Complete the job; False if the claim is stale."""
+        """Complete the job; False if the claim is stale.
+
+        A late success is kept: when this claim's lease ran out and the job was
+        claimed again, but no run of it has finished, the job completes now and
+        the other run's claim ends (its outcome will be refused).
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
-        entry = self._live(claim)
+        entry = self._claims.get(claim.token)
+        token = claim.token
+        if entry is None:
+            entry = self._records.get(claim.job.id)
+            if entry is None or entry.token is None or entry.state not in _CLAIMED:
+                entry = self._live(claim)  # stale: counted as such
+            else:
+                token = entry.token  # another run's claim: it ends here
+                if entry.state is JobState.FAILED_RETRY:
+                    entry.move(JobState.PROCESSING, self.now())
         if entry is not None:
+            self._touch(self.now())
             now = self.now()
             entry.move(JobState.COMPLETED, now)
             entry.attempts += 1
             self._metrics.succeeded += 1
             self._metrics.end_to_end.observe(now - entry.created_at)
             self._finish(entry, now)
-            self._unclaim(claim)
+            self._unclaim_token(token)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
 

@@ -4,11 +4,22 @@
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
 local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
-  if redis.call('HGET', key, 't') ~= token then
-    count('stale')
-    -- a run that outlived its lease (a blocked event loop?): max_deliveries says so
-    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, 'l', 1) end
-    return ''
+  local holder = redis.call('HGET', key, 't')
+  if holder ~= token then
+    local state = redis.call('HGET', key, 's')
+    if kind == 'ack' and holder and holder ~= '' and
+      (state == 'processing' or state == 'failed_retry') then
+      -- A late success: this run's lease ran out and the job was claimed again, but no
+      -- run of it has finished. The job is done: keep it. The other run's claim ends
+      -- here, and its outcome will be refused.
+      unclaim(id)
+      redis.call('HSET', key, 's', 'processing')  -- as the ack below expects
+    else
+      count('stale')
+      -- a run that outlived its lease (a blocked event loop?): max_deliveries says so
+      if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, 'l', 1) end
+      return ''
+    end
   end
   local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
   if kind ~= 'requeue' and redis.call('HGET', key, 's') ~= 'processing' then
