@@ -1,5 +1,5 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos``, ``bench``, ``bench_peers``
-and ``mutants`` (mutation testing).
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``chaos``, ``chaos_outage``, ``bench``,
+``bench_peers`` and ``mutants`` (mutation testing).
 """
 
 from __future__ import annotations
@@ -67,6 +67,20 @@ def chaos(session: nox.Session) -> None:
     session.install(".[redis,cli]")
     install_group(session, "test")
     session.run("python", "tests/chaos.py", "--deadline", "170", *session.posargs)
+
+
+@nox.session
+def chaos_outage(session: nox.Session) -> None:
+    """The outage test: Redis frozen (0.5-5 leases), restarted, cut off, a worker killed meanwhile.
+
+    Two worker processes, jobs of 3 s in flight: no job lost, none run twice except
+    the SIGKILLed worker's. About 2 minutes; stops by itself within 3 and exits
+    non-zero on any miss. Extra arguments go to tests/chaos_outage.py
+    (e.g. ``nox -s chaos_outage -- --only freeze-5x``).
+    """
+    session.install(".[redis,cli]")
+    install_group(session, "test")
+    session.run("python", "tests/chaos_outage.py", "--deadline", "170", *session.posargs)
 
 
 @nox.session

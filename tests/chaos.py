@@ -66,9 +66,9 @@ class Fleet:
         self.ended_at: dict[int, float] = {}
         self.stderr: dict[int, Path] = {}
 
-    def start(self) -> int:
-        err = self.workdir / f"worker-{len(self.stderr)}.err"
-        command = [
+    def command(self, n: int) -> list[str]:
+        """The command line of the *n*-th worker started."""
+        return [
             sys.executable, "-m", "trioqueue", "worker", "chaos_handlers:run",
             "--redis", self.url, "--queue", QUEUE, "--capacity", str(self.capacity),
             "--workers", str(self.concurrency), "--prefetch", str(PREFETCH),
@@ -76,6 +76,10 @@ class Fleet:
             "--max-attempts", str(MAX_ATTEMPTS), "--max-deliveries", str(MAX_DELIVERIES),
             "--grace", "10",
         ]  # fmt: skip
+
+    def start(self) -> int:
+        err = self.workdir / f"worker-{len(self.stderr)}.err"
+        command = self.command(len(self.stderr))
         with err.open("wb") as stderr:
             process = subprocess.Popen(
                 command,
