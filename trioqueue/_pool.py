@@ -328,8 +328,10 @@ class WorkerPool:
         until it lands, however long that takes: the claim stays held and renewed,
         so an outage does not by itself make the job run again. It gives up after
         *io_timeout* when other calls of the pool get through meanwhile (this one
-        is refused, the backend is not down), and by the shutdown's deadline.
-        Each try is reported to the outage tracker, which logs for the whole pool.
+        is refused or stuck, the backend is not down), and by the shutdown's
+        deadline. Each try that fails with `BackendUnavailable` is reported to the
+        outage tracker, which logs for the whole pool; one that gets no reply
+        within *io_timeout* is retried like it, logged at DEBUG only.
         """
         pause = _OUTAGE_PAUSE[0]
         first_failure: float | None = None
