@@ -80,6 +80,13 @@ class Target:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
+    def wait_for_dead_letters(self, count: int) -> None:
+        """Poll ``stats`` until the queue holds *count* dead letters (a worker runs apart)."""
+        deadline = time.monotonic() + TIMEOUT
+        while self.stats()["dead"] < count:
+            assert time.monotonic() < deadline, f"fewer than {count} dead letters"
+            time.sleep(0.05)
+
     def assert_untouched(self) -> None:
         """Nothing was ever written to the queue: ``stats`` finds no such queue."""
         result = self.run("stats", "--interval", "0.05")
@@ -212,10 +219,7 @@ def test_the_worker_takes_the_retry_policy_and_a_handler_timeout(target, workers
     worker = Worker(target, "cli_handlers:failing", *options)
     workers.append(worker)
     assert worker.wait_for(worker.out, "failing", 3) == ["failing j0"] * 3  # no backoff wait
-    deadline = time.monotonic() + TIMEOUT
-    while target.stats()["dead"] < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    target.wait_for_dead_letters(1)
     worker.signal(signal.SIGTERM)
     assert worker.exit_status() == 0
     [dead] = [json.loads(line) for line in target.run("dead", "list", "--json").stdout.splitlines()]
@@ -226,10 +230,7 @@ def test_the_worker_takes_the_retry_policy_and_a_handler_timeout(target, workers
     slow = Worker(target, "cli_handlers:slow", "--max-attempts", "1", "--handler-timeout", "0.3")
     workers.append(slow)
     slow.wait_for(slow.out, "started", 1)
-    deadline = time.monotonic() + TIMEOUT
-    while target.stats()["dead"] < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    target.wait_for_dead_letters(1)
     slow.signal(signal.SIGTERM)
     assert slow.exit_status() == 0
     shown = json.loads(target.run("dead", "show", "j0").stdout)
@@ -611,10 +612,7 @@ def make_dead_letters(target: Target, workers: list[Worker], count: int) -> None
     target.enqueue_lines(count)
     worker = Worker(target, "cli_handlers:failing", "--max-attempts", "1")
     workers.append(worker)
-    deadline = time.monotonic() + TIMEOUT
-    while target.stats()["dead"] < count:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    target.wait_for_dead_letters(count)
     worker.signal(signal.SIGTERM)
     assert worker.exit_status() == 0
 
