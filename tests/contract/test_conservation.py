@@ -85,6 +85,11 @@ retentions = st.sampled_from([None, None, Retention(max_count=2), Retention(max_
 # quiet after every step, so Redis gets fewer.
 SHARE: Final = {"memory": 1.0, "redis": 0.15, "redis-simple": 0.15}
 STEPS: Final = 35
+# Each backend's examples are split between this many tests, each with a random seed of
+# its own: the same number of examples in all, but parallel test processes share them
+# instead of one process running them all after the others have finished (a Redis run
+# is mostly waiting on real quiet, so shards side by side cost little CPU).
+SHARDS: Final = 4
 
 
 class Link:
@@ -633,10 +638,11 @@ class ConservationMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
-def test_conservation_under_random_operations(make_backend):
+@pytest.mark.parametrize("shard", range(SHARDS), ids=lambda n: f"shard{n}")
+def test_conservation_under_random_operations(make_backend, shard):
     machine = type("Machine", (ConservationMachine,), {"make_backend": staticmethod(make_backend)})
     profile = settings()  # the loaded profile: 'default', or 'ci' in CI
-    examples = max(1, round(profile.max_examples * SHARE[make_backend.kind]))
+    examples = max(1, round(profile.max_examples * SHARE[make_backend.kind] / SHARDS))
     run_state_machine_as_test(
         machine,
         settings=settings(profile, max_examples=examples, stateful_step_count=STEPS, deadline=None),
