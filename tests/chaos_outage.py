@@ -37,14 +37,11 @@ any miss, keeping the scenario's worker logs, execution log and Redis log
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import signal
-import socket
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -59,6 +56,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from chaos import Fleet, orphans_of, read_log  # noqa: E402
 from redis_server import RedisServer, find_server_binary  # noqa: E402
+from tcp_line import Line  # noqa: E402
 
 MIN_IDLE = 2.0
 SWEEP = 0.5
@@ -88,70 +86,6 @@ SCENARIOS = [
     Scenario("cut-2x-staggered", "cut", 2.0, stagger=0.5),
     Scenario("freeze-2x-sigkill", "freeze", 2.0, kill=True),
 ]
-
-
-class Line:
-    """A TCP proxy between one worker and Redis, whose line can be cut and healed.
-
-    Cut, its connections are dropped and new ones closed at once, as a network
-    cut the worker notices; healed, new connections go through again.
-    """
-
-    def __init__(self, redis_port: int) -> None:
-        self.redis_port = redis_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
-        self.down = False
-        self.lock = threading.Lock()
-        self.sockets: set[socket.socket] = set()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            try:
-                with self.lock:
-                    if self.down:
-                        raise OSError("cut")
-                    upstream = socket.create_connection(("127.0.0.1", self.redis_port))
-                    self.sockets |= {client, upstream}
-            except OSError:
-                client.close()
-                continue
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        self._drop(source, sink)
-
-    def _drop(self, *pair: socket.socket) -> None:
-        with self.lock:
-            for sock in pair:
-                self.sockets.discard(sock)
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-
-    def cut(self) -> None:
-        with self.lock:
-            self.down = True
-        self._drop(*list(self.sockets))
-
-    def heal(self) -> None:
-        with self.lock:
-            self.down = False
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 class OutageFleet(Fleet):
