@@ -27,9 +27,46 @@ class RenewalsFail:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def renew(self, claims: Any, *, lease: float) -> None:
+    async def renew(self, claims: Any, *, lease: float) -> set[str]:
         await trio.lowlevel.checkpoint()
         raise BackendUnavailable("fake://db", "renewal refused")
+
+
+class SlowFirstClaimReply:
+    """A MemoryBackend whose first claim reply arrives *delay* seconds after the claim.
+
+    As a process paused (SIGSTOP, a blocked event loop) between the backend making
+    the claim and the pool reading the reply: the lease runs meanwhile.
+    """
+
+    def __init__(self, inner: trioqueue.MemoryBackend, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def claim(self, max_jobs: int, *, lease: float, block: float) -> Any:
+        claims = await self.inner.claim(max_jobs, lease=lease, block=block)
+        if claims and self.delay:
+            await trio.sleep(self.delay)
+            self.delay = 0
+        return claims
+
+
+class RenewalsFailAWhile:
+    """A MemoryBackend whose renewals fail until *until* (Trio's clock), then work."""
+
+    def __init__(self, inner: trioqueue.MemoryBackend, until: float) -> None:
+        self.inner, self.until = inner, until
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def renew(self, claims: Any, *, lease: float) -> set[str]:
+        if trio.current_time() < self.until:
+            await trio.lowlevel.checkpoint()
+            raise BackendUnavailable("fake://db", "renewal refused")
+        return await self.inner.renew(claims, lease=lease)
 
 
 async def test_a_prefetched_claim_whose_lease_ran_out_is_given_back_not_started(
@@ -62,6 +99,62 @@ async def test_a_prefetched_claim_whose_lease_ran_out_is_given_back_not_started(
     assert [r.levelno for r in lapsed] == [logging.WARNING]
     assert "job next:" in lapsed[0].getMessage()
     assert memory.metrics.snapshot().stale >= 1
+    assert (await memory.stats()).conserved
+
+
+async def test_a_claim_whose_reply_came_after_its_lease_ran_out_is_not_started(
+    autojump_clock, caplog: pytest.LogCaptureFixture
+):
+    # The lease starts when the backend makes the claim: a pool that counted it from the
+    # reply's arrival would run a job the backend had already given to another worker
+    # (at-most-once: one it had already dead-lettered).
+    memory = trioqueue.MemoryBackend()
+    runs: collections.Counter[str] = collections.Counter()
+
+    async def handler(job: trioqueue.Job) -> None:
+        runs[job.id] += 1
+
+    await Queue(memory).enqueue("a", id="a")
+    async with trioqueue.open_worker_pool(
+        SlowFirstClaimReply(memory, delay=5),  # type: ignore[arg-type]
+        handler,
+        workers=1,
+        prefetch=0,
+        lease=3,
+        sweep_interval=60,
+    ):
+        await trio.sleep(4)
+        assert (await memory.sweep()).recovered == 1  # another pool's sweeper, at 4 s
+    assert runs["a"] == 1  # from the recovered claim, not also from the lapsed one
+    assert any("lease ran out before it started" in r.getMessage() for r in caplog.records)
+    assert (await memory.stats()).conserved
+
+
+async def test_a_renewal_does_not_extend_a_claim_the_backend_no_longer_holds(autojump_clock):
+    # Renewals fail for 5 s (a cut link); meanwhile another pool's sweeper recovers both
+    # claims. The next renewal must not give the prefetched claim a new lease: the
+    # worker that reaches it gives it back instead of running the job a second time.
+    memory = trioqueue.MemoryBackend()
+    runs: collections.Counter[str] = collections.Counter()
+
+    async def handler(job: trioqueue.Job) -> None:
+        runs[job.id] += 1
+        if job.id == "long" and runs[job.id] == 1:
+            await trio.sleep(7)  # holds the only worker until after renewals work again
+
+    async with trioqueue.open_worker_pool(
+        RenewalsFailAWhile(memory, until=5.5),  # type: ignore[arg-type]
+        handler,
+        workers=1,
+        prefetch=1,
+        lease=3,
+        sweep_interval=60,
+    ):
+        await Queue(memory).enqueue("long", id="long")
+        await Queue(memory).enqueue("next", id="next")
+        await trio.sleep(5)
+        assert (await memory.sweep()).recovered == 2
+    assert runs["next"] == 1
     assert (await memory.stats()).conserved
 
 

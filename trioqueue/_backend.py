@@ -176,8 +176,14 @@ class Backend(Protocol):
         """
         ...
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
-        """Extend the leases of *claims* still held to *lease* seconds from now."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
+        """Extend the leases of *claims* still held to *lease* seconds from now.
+
+        Returns:
+            The tokens of the claims in *claims* that are no longer held (their
+            lease ran out and the job went to another worker, or a late outcome of
+            another run finished it): their leases were not extended.
+        """
         ...
 
     async def ack(self, claim: Claim) -> bool:

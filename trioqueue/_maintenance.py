@@ -49,16 +49,18 @@ async def renew(
     """Renew every claim in *held*; note in *lease_until* when each now runs out.
 
     The time noted is when the call began (Trio's clock): the backend renewed
-    after that, so the lease lasts at least that long.
+    after that, so the lease lasts at least that long. A claim the backend no
+    longer holds keeps the time it had: a worker that has not started it yet
+    gives it back instead of running the job a second time.
 
     Raises:
         BackendUnavailable: The backend could not be reached.
     """
     claims = list(held.values())
     started = trio.current_time()
-    await backend.renew(claims, lease=lease)
+    lost = await backend.renew(claims, lease=lease)
     for claim in claims:
-        if claim.token in lease_until:
+        if claim.token in lease_until and claim.token not in lost:
             lease_until[claim.token] = started + lease
 
 

@@ -301,7 +301,10 @@ class WorkerPool:
                 )
                 self._outage.succeeded(started)  # not when cancelled: that says nothing
             self._claim_wait = None
-            until = trio.current_time() + config.lease
+            # from when the call began: a pause while the reply was on its way (the
+            # process stopped, the loop blocked) is part of the lease, which the
+            # backend started when it made the claim
+            until = started + config.lease
             for claim in claims:
                 self._held[claim.token] = claim
                 self._lease_until[claim.token] = until

@@ -88,8 +88,26 @@ async def test_renewed_claims_are_not_recovered(make_backend, autojump_clock):
     claims = await backend.claim(1, lease=5, block=1)
     for _ in range(10):
         await trio.sleep(4)
-        await backend.renew(claims, lease=5)
+        assert await backend.renew(claims, lease=5) == set()  # none lost
         assert (await backend.sweep()).recovered == 0
+
+
+async def test_a_renewal_names_the_claims_no_longer_held_and_extends_only_the_others(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    await Queue(backend).enqueue("lapses", id="lapses")
+    [lapsed] = await backend.claim(1, lease=2, block=1)
+    await Queue(backend).enqueue("other", id="other")
+    await trio.sleep(3)
+    await backend.sweep()  # the first claim's lease ran out: it is no longer held
+    [held] = await backend.claim(1, lease=2, block=1)  # a claim of its own, whichever job
+    await Queue(backend).enqueue("done", id="done")
+    [done] = await backend.claim(1, lease=2, block=1)
+    assert await backend.ack(done)
+    assert await backend.renew([lapsed, held, done], lease=5) == {lapsed.token, done.token}
+    await trio.sleep(3)  # past the old lease of the held claim, within its renewed one
+    assert (await backend.sweep()).recovered == 0
 
 
 async def test_a_pool_recovers_an_abandoned_claim_and_runs_it(make_backend, autojump_clock):

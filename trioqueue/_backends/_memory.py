@@ -392,17 +392,21 @@ class MemoryBackend:
         await trio.lowlevel.cancel_shielded_checkpoint()
         return claims
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
-        """Extend the leases of the claims still held."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
+        """Extend the leases of the claims still held; the tokens of the others."""
         await trio.lowlevel.checkpoint_if_cancelled()
         now = self.now()
         self._touch(now)
         until = now + lease
+        lost = set()
         for claim in claims:
             entry = self._claims.get(claim.token)
-            if entry is not None:
+            if entry is None:
+                lost.add(claim.token)
+            else:
                 entry.lease_until = until
         await trio.lowlevel.cancel_shielded_checkpoint()
+        return lost
 
     async def ack(self, claim: Claim) -> bool:
         """Complete the job; False if the claim is stale.

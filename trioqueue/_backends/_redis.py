@@ -577,12 +577,13 @@ class RedisBackend:
             return []
         return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, element))
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> None:
-        """Extend the leases of the claims still held."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
+        """Extend the leases of the claims still held; the tokens of the others."""
         pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
-        if pairs:
-            ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-            await self._run("renew", lease, ttl, *pairs)
+        if not pairs:
+            return set()
+        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+        return {text(token) for token in await self._run("renew", lease, ttl, *pairs)}
 
     async def _send_outcomes(self, outcomes: Sequence[tuple[str, ...]]) -> list[bytes]:
         """Record a batch of outcomes in one script call (see `Batcher`)."""

@@ -1,12 +1,15 @@
 -- Extend leases. ARGV[8]: lease seconds; ARGV[9]: the claims set's lifetime
--- ('' = none); ARGV[10..]: id, token pairs.
+-- ('' = none); ARGV[10..]: id, token pairs. Returns the tokens no longer held.
 local lease, ttl = tonumber(ARGV[8]), tonumber(ARGV[9])
 touch()
+local lost = {}
 for i = 10, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', jobkey(id), 't') == ARGV[i + 1] then
     redis.call('ZADD', K_CLAIMS, 'XX', NOW + lease, MARK .. id)
+  else
+    lost[#lost + 1] = ARGV[i + 1]
   end
 end
 expire_claims(ttl, lease)
-return true
+return lost
