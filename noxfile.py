@@ -59,14 +59,23 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def chaos(session: nox.Session) -> None:
-    """The crash test: 2,000 jobs, worker SIGKILLs, a SIGTERM, poison jobs, a Redis restart.
+    """The crash tests, each with real worker processes on a private Redis; about 2 minutes.
 
-    Stops by itself within 3 minutes; exits non-zero when a target is missed.
-    Extra arguments go to tests/chaos.py (e.g. ``nox -s chaos -- --seed 3``).
+    - ``tests/chaos.py``: 2,000 jobs with 10,000 more queued behind them, worker
+      SIGKILLs, a SIGTERM, poison jobs, a Redis restart, one worker's network line held;
+    - ``tests/chaos_simple.py``: the at-most-once mode under SIGKILLs and a SIGSTOP;
+    - ``tests/chaos_fsync.py``: what Redis with ``appendfsync everysec`` loses when it is
+      SIGKILLed, and (``--crash os``) when the machine's unsynced second is lost too.
+
+    Each stops by itself and exits non-zero when a target is missed. Extra arguments
+    go to tests/chaos.py alone (e.g. ``nox -s chaos -- --seed 3``).
     """
     session.install(".[redis,cli]")
     install_group(session, "test")
     session.run("python", "tests/chaos.py", "--deadline", "170", *session.posargs)
+    session.run("python", "tests/chaos_simple.py")
+    session.run("python", "tests/chaos_fsync.py", "--crash", "process")
+    session.run("python", "tests/chaos_fsync.py", "--crash", "os")
 
 
 @nox.session

@@ -19,9 +19,12 @@ queued behind at a kill, and exits 1 when a target is missed:
   earlier run on the cut-off worker), and there are at most as many as the
   crashed workers could hold (workers x (concurrency + prefetch)) plus what the
   cut-off worker held;
-- every job a SIGKILLed worker was running starts again within min_idle + one
-  sweep + 0.5 s, with the backlog queued behind it (kills whose recovery
-  window overlaps the Redis outage or the held line are not timed);
+- every job a SIGKILLed worker was running on its first delivery starts again
+  within min_idle + one sweep + 0.5 s, with the backlog queued behind it (kills
+  whose recovery window overlaps the Redis outage or the held line are not
+  timed; a job killed on a later delivery may be a suspect, which runs alone
+  once its pool's other handlers are done: its wait is reported, not held to
+  the target);
 - the cut-off worker starts jobs again once its line is released, and its late
   outcomes take nothing twice (every job succeeded once in the counters);
 - each poison job is a dead letter, for max_deliveries, and nothing else is;
@@ -336,11 +339,14 @@ def _insert(ordered: dict[str, Any], at: int, key: str, value: dict[str, Any]) -
 
 def _recoveries(
     faults: list[tuple[str, int, float]], events: list[Event], jobs: dict[str, Any]
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, float]]:
     """For each job a SIGKILLed worker was running: seconds from the kill to its next start.
 
-    Kills whose recovery window overlaps the Redis outage or the held line are left
-    out: Redis being down holds up recovery, and so does the cut-off worker, whose
+    Returned in two parts: jobs on their first delivery, and jobs that had run
+    before (a job whose deliveries died twice is a suspect: it runs alone, once its
+    pool's other handlers are done, so its wait is not held to the target). Kills
+    whose recovery window overlaps the Redis outage or the held line are left out:
+    Redis being down holds up recovery, and so does the cut-off worker, whose
     sweeper is stuck (with two workers, none other is left to sweep); neither says
     anything about recovery itself.
     """
@@ -352,7 +358,8 @@ def _recoveries(
     for what, job_id, _, at in events:
         if what == "start":
             starts[job_id].append(at)
-    seconds: dict[str, float] = {}
+    first: dict[str, float] = {}
+    again: dict[str, float] = {}
     for kind, pid, killed in faults:
         if kind != "sigkill" or any(
             start < killed + RECOVERY_TARGET and killed < end for start, end in outages
@@ -361,8 +368,11 @@ def _recoveries(
         for job_id in orphans_of(pid, events):
             if job_id in jobs:
                 later = [at for at in starts[job_id] if at > killed]
-                seconds[job_id] = later[0] - killed if later else math.inf
-    return seconds
+                earlier = len(starts[job_id]) - len(later)
+                (first if earlier == 1 else again)[job_id] = (
+                    later[0] - killed if later else math.inf
+                )
+    return first, again
 
 
 def analyse(
@@ -429,7 +439,7 @@ def analyse(
         1 for runs in starts.values() for pid, at in runs if pid == cut_off and at > released_at
     )
     bound = len(crashed) * (args.concurrency + PREFETCH) + args.concurrency + PREFETCH
-    recoveries = _recoveries(faults, events, jobs)
+    recoveries, redeliveries = _recoveries(faults, events, jobs)
     slowest = max(recoveries.values(), default=0.0)
 
     last_fault = max((at for _, _, at in faults), default=0.0)
@@ -470,6 +480,9 @@ def analyse(
             if seconds > RECOVERY_TARGET
         },
         "recovery_target_s": RECOVERY_TARGET,
+        # jobs killed on a later delivery (a suspect runs alone): timed, not held to it
+        "later_deliveries_timed": len(redeliveries),
+        "slowest_later_delivery_recovery_s": round(max(redeliveries.values(), default=0.0), 3),
         "last_fault_to_last_completion_s": round(last_done - last_fault, 3),
         "poison_dead_lettered": poison_ok,
         "worker_started_while_redis_down": {
