@@ -39,6 +39,7 @@ EXPECTED = {
     "QueueInfo",
     "QueueSettings",
     "Receipt",
+    "AddResult",
     "RedisBackend",
     "Retention",
     "Retry",
@@ -53,7 +54,7 @@ EXPECTED = {
 
 # Exported names that are type aliases: they cannot carry a runtime docstring or
 # module, so they must be documented in the source (a string right after the alias).
-TYPE_ALIASES = {"Handler"}
+TYPE_ALIASES = {"AddResult", "Handler"}
 
 PUBLIC = sorted(trioqueue.__all__)
 PACKAGE_DIR = Path(trioqueue.__file__).parent

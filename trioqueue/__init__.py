@@ -10,6 +10,7 @@ unfinished job back. The backend is embedded (`MemoryBackend`) or Redis
 from __future__ import annotations
 
 from ._backend import AddMode as AddMode
+from ._backend import AddResult as AddResult
 from ._backend import Backend as Backend
 from ._backend import Claim as Claim
 from ._backend import NewJob as NewJob
@@ -58,6 +59,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "AddMode",
+    "AddResult",
     "Backend",
     "BackendOutOfMemory",
     "BackendRefused",

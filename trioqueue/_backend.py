@@ -5,17 +5,18 @@ records, claims, dead letters) and moves them between states; the pool decides
 *which* move to make (ack, retry, dead-letter, drop) and when.
 
 Every method is atomic with respect to cancellation: if it raises `trio.Cancelled`
-it changed nothing, and if it returns, the whole change happened.
+it changed nothing, and if it returns, the whole change happened. `Backend.add_many`
+is atomic job by job: cancelled, it accepted the jobs before the one it waited on.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, IdempotencyConflict, QueueFull
 from ._records import Retention
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AddMode",
+    "AddResult",
     "Backend",
     "Claim",
     "NewJob",
@@ -92,6 +94,10 @@ class Receipt:
     queued: bool
     """Whether the job is on the ready queue; False when `Queue.submit` stored it
     while the queue was full (it is scheduled when room frees)."""
+
+
+AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull
+"""One job's fate in a bulk enqueue: its receipt, or the error a single enqueue raises."""
 
 
 @attrs.frozen
@@ -164,6 +170,18 @@ class Backend(Protocol):
         Raises:
             IdempotencyConflict: The id exists with another payload.
             QueueFull: The queue is full and *mode* is `AddMode.NOWAIT`.
+        """
+        ...
+
+    async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
+        """Accept each of *jobs* in order as `add` would; one result per job, in order.
+
+        A job whose id exists with another payload gets the `IdempotencyConflict`
+        `add` would raise, and with `AddMode.NOWAIT` one that finds the queue full
+        gets a `QueueFull`; the other jobs are accepted all the same. With
+        `AddMode.WAIT` it waits for room job by job: if cancelled, the jobs before
+        the one it waited on were accepted (enqueue them again with the same ids to
+        finish: those are deduplicated).
         """
         ...
 

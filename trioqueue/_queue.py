@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, final
 
-from ._backend import AddMode, Backend, NewJob, Receipt
+from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
 from ._exceptions import ConfigurationError
 from ._payload import MAX_ID_LENGTH, MAX_PAYLOAD, canonical_json, new_job_id, payload_hash
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 
@@ -110,6 +112,69 @@ class Queue:
         `QueueFull`.
         """
         return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.SUBMIT)
+
+    async def enqueue_many(
+        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+    ) -> list[AddResult]:
+        """Add many jobs in order, waiting for room as `enqueue` does; one result per job.
+
+        Every payload and id is checked before any job is sent, so a bad one
+        accepts nothing. Then each job is accepted or found as `enqueue` would
+        (its `Receipt`), except that a job whose id exists with another payload is
+        not raised: its place in the list holds the `IdempotencyConflict`, and the
+        other jobs are accepted all the same. On Redis the jobs go in slices of
+        500 per round trip.
+
+        Always checkpoints. If cancelled while it waits for room, the jobs before
+        the one it waited on were accepted: enqueue the same batch with the same
+        ids again to finish it (the accepted ones are deduplicated).
+
+        Args:
+            payloads: JSON-serialisable values, one per job.
+            ids: The job ids, one per payload (None for a fresh one), or None for
+                fresh ids throughout.
+
+        Raises:
+            TypeError: A payload is not JSON-serialisable, or an id is not a str;
+                the message names the job's place in the batch.
+            ValueError: As `enqueue` says, or *ids* is not as long as *payloads*.
+        """
+        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.WAIT)
+
+    async def try_enqueue_many(
+        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+    ) -> list[AddResult]:
+        """Like `enqueue_many`, without waiting: a job that finds the queue full gets `QueueFull`.
+
+        The jobs before it were accepted; a later job that exists already is
+        still found (its receipt, or its conflict).
+        """
+        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.NOWAIT)
+
+    async def submit_many(
+        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+    ) -> list[AddResult]:
+        """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
+        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.SUBMIT)
+
+    def _prepare_many(
+        self, payloads: Iterable[Any], ids: Iterable[str | None] | None
+    ) -> list[NewJob]:
+        """Every job of a batch, checked and encoded, before any is sent."""
+        payloads = list(payloads)
+        chosen = [None] * len(payloads) if ids is None else list(ids)
+        if len(chosen) != len(payloads):
+            raise ValueError(
+                f"enqueue_many got {len(payloads)} payloads and {len(chosen)} ids: pass one id "
+                "per payload (None for a fresh one), or ids=None"
+            )
+        jobs = []
+        for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
+            try:
+                jobs.append(prepare(payload, job_id, self._max_payload))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"job {n} of the batch (nothing was sent): {exc}") from exc
+        return jobs
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it."""

@@ -14,6 +14,7 @@ import trio
 
 from .._backend import (
     AddMode,
+    AddResult,
     Claim,
     NewJob,
     Receipt,
@@ -277,26 +278,37 @@ class MemoryBackend:
 
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job*; see `Backend.add`. Waits only in `AddMode.WAIT` on a full queue."""
+        (result,) = await self.add_many((job,), mode)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
+        """Accept *jobs* in order; see `Backend.add_many`. Checkpoints once unless it waits."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        woken = False
-        while True:
-            entry = self._records.get(job.id)
-            if entry is not None:
-                if woken:
-                    self._room.unpark()  # this producer takes no room: pass the wakeup on
-                if entry.payload_hash != job.payload_hash:
-                    self._metrics.conflicts += 1
-                    raise IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
-                self._metrics.deduplicated += 1
-                receipt = Receipt(id=job.id, deduplicated=True, queued=entry.queued)
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return receipt
-            if len(self._ready) < self._capacity or mode is AddMode.SUBMIT:
-                break
-            if mode is AddMode.NOWAIT:
-                raise QueueFull(self._capacity)
-            await self._room.park()  # cancelled here: nothing was accepted
-            woken = True
+        results: list[AddResult] = []
+        for job in jobs:
+            woken = False
+            while (result := self._add_one(job, mode)) is None:
+                await self._room.park()  # cancelled here: the jobs before were accepted
+                woken = True
+            if woken and not (isinstance(result, Receipt) and not result.deduplicated):
+                self._room.unpark()  # this producer takes no room: pass the wakeup on
+            results.append(result)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return results
+
+    def _add_one(self, job: NewJob, mode: AddMode) -> AddResult | None:
+        """One job's fate, or None when it must wait for room (`AddMode.WAIT`)."""
+        entry = self._records.get(job.id)
+        if entry is not None:
+            if entry.payload_hash != job.payload_hash:
+                self._metrics.conflicts += 1
+                return IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
+            self._metrics.deduplicated += 1
+            return Receipt(id=job.id, deduplicated=True, queued=entry.queued)
+        if len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
+            return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         now = self.now()
         entry = _Entry(
             id=job.id,
@@ -309,9 +321,7 @@ class MemoryBackend:
         self._records[job.id] = entry
         self._schedule(entry, now)
         self._metrics.enqueued += 1
-        receipt = Receipt(id=job.id, deduplicated=False, queued=entry.queued)
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return receipt
+        return Receipt(id=job.id, deduplicated=False, queued=entry.queued)
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""

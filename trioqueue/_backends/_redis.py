@@ -18,6 +18,7 @@ import trio
 
 from .._backend import (
     AddMode,
+    AddResult,
     Claim,
     NewJob,
     Receipt,
@@ -48,6 +49,8 @@ __all__ = ["RedisBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
+# Jobs per add script call: each takes Redis about 5 commands, so a slice stays ~1 ms.
+_ADD_SLICE: Final = 500
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with a test clock
 _SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
@@ -358,24 +361,48 @@ class RedisBackend:
 
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job*; see `Backend.add`. Waiting for room polls with a short backoff."""
+        (result,) = await self.add_many([job], mode)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
+        """Accept *jobs* in order; see `Backend.add_many`.
+
+        One script call per slice of `_ADD_SLICE` jobs; waiting for room polls with
+        a short backoff, and sends again only the jobs not handled yet.
+        """
+        results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
-        while True:
-            status, detail = await self._run(
-                "add", job.id, job.encoded, job.payload_hash, mode.value
-            )
-            if status == b"new":
-                self._metrics.enqueued += 1
-                return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
-            if status == b"dup":
-                self._metrics.deduplicated += 1
-                return Receipt(id=job.id, deduplicated=True, queued=detail == b"1")
-            if status == b"conflict":
-                self._metrics.conflicts += 1
-                raise IdempotencyConflict(job.id, text(detail), job.payload_hash)
-            if mode is AddMode.NOWAIT:
-                raise QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
-            await trio.sleep(pause)  # full: nothing accepted if cancelled here
-            pause = min(pause * 2, _WAIT_FOR_ROOM[1])
+        while len(results) < len(jobs):
+            chunk = jobs[len(results) : len(results) + _ADD_SLICE]
+            args = [field for job in chunk for field in (job.id, job.encoded, job.payload_hash)]
+            reply = await self._run("add", mode.value, *args)
+            full = False
+            for job, status, detail in zip(chunk, reply[::2], reply[1::2], strict=False):
+                if status == b"full" and mode is AddMode.WAIT:
+                    full = True  # the script stopped here: this job and the rest wait
+                    break
+                results.append(self._add_result(job, status, detail))
+            if full:
+                await trio.sleep(pause)  # nothing of the rest accepted if cancelled here
+                pause = min(pause * 2, _WAIT_FOR_ROOM[1])
+            else:
+                pause = _WAIT_FOR_ROOM[0]
+        return results
+
+    def _add_result(self, job: NewJob, status: bytes, detail: bytes) -> AddResult:
+        """One job's reply from the add script, counted in this process's metrics."""
+        if status == b"new":
+            self._metrics.enqueued += 1
+            return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
+        if status == b"dup":
+            self._metrics.deduplicated += 1
+            return Receipt(id=job.id, deduplicated=True, queued=detail == b"1")
+        if status == b"conflict":
+            self._metrics.conflicts += 1
+            return IdempotencyConflict(job.id, text(detail), job.payload_hash)
+        return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
