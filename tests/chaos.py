@@ -74,6 +74,8 @@ RECOVERY_TARGET = MIN_IDLE + SWEEP + 0.5  # from a SIGKILL to the next start
 class Fleet:
     """The worker processes: started, killed, replaced; how each one ended."""
 
+    explained_exit: int | None = POISON_EXIT  # a worker that exits so by itself: no surprise
+
     def __init__(self, url: str, workdir: Path, log: Path, concurrency: int, capacity: int) -> None:
         self.url, self.workdir, self.log, self.concurrency = url, workdir, log, concurrency
         self.capacity = capacity  # as the producer's: every user of a queue must agree
@@ -120,14 +122,14 @@ class Fleet:
             self.surprises.append(f"worker {pid} exited {status} after SIGTERM")
 
     def reap(self) -> int:
-        """Note workers that died by themselves (a poison job) and replace them."""
+        """Note workers that died by themselves (a poison job, say) and replace them."""
         replaced = 0
         for pid, process in list(self.live.items()):
             status = process.poll()
             if status is not None:
                 del self.live[pid]
                 self.ended[pid], self.ended_at[pid] = "crashed", time.time()
-                if status != POISON_EXIT:  # not a poison job: a bug
+                if status != self.explained_exit:  # not a poison job: a bug
                     self.surprises.append(f"worker {pid} died by itself with status {status}")
                 self.start()
                 replaced += 1
@@ -197,9 +199,18 @@ async def final_state(url: str) -> tuple[trioqueue.MetricsSnapshot, list[trioque
         return await backend.stats(), await backend.dead_letters()
 
 
-async def records(url: str, ids: list[str]) -> dict[str, trioqueue.JobRecord | None]:
-    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
+async def records(
+    url: str, ids: list[str], queue: str = QUEUE
+) -> dict[str, trioqueue.JobRecord | None]:
+    """The record of each of *ids* (None when there is none)."""
+    async with trioqueue.RedisBackend(url, queue=queue, min_idle=MIN_IDLE) as backend:
         return {job_id: await backend.status(job_id) for job_id in ids}
+
+
+async def held(url: str, queue: str = QUEUE) -> int:
+    """Jobs the queue holds unfinished: ready, stored, claimed or waiting to retry."""
+    async with trioqueue.RedisBackend(url, queue=queue, min_idle=MIN_IDLE) as backend:
+        return (await backend.stats()).gauges.held
 
 
 def orphans_of(pid: int, events: list[tuple[str, str, int, float]]) -> list[str]:

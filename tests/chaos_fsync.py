@@ -66,7 +66,7 @@ import trioqueue
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from chaos import Fleet, read_log  # noqa: E402
+from chaos import Fleet, read_log, records  # noqa: E402
 from redis_server import RedisServer, find_server_binary  # noqa: E402
 
 MIN_IDLE = 1.0
@@ -193,11 +193,6 @@ async def queue_state(url: str) -> trioqueue.MetricsSnapshot:
         return await backend.stats()
 
 
-async def records(url: str, ids: list[str]) -> dict[str, trioqueue.JobRecord | None]:
-    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
-        return {job_id: await backend.status(job_id) for job_id in ids}
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The test in a temporary directory of its own, removed afterwards (unless --keep)."""
     if args.keep:
@@ -292,7 +287,7 @@ async def scenario(
     fleet.reap_silently()
     fleet.stop_all()
     facts["stats"] = await queue_state(server.url)
-    facts["records"] = await records(server.url, sorted(production.payloads))
+    facts["records"] = await records(server.url, sorted(production.payloads), QUEUE)
 
 
 def cut_back(

@@ -54,7 +54,7 @@ import trioqueue
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from chaos import Fleet, orphans_of, read_log  # noqa: E402
+from chaos import Fleet, held, orphans_of, read_log  # noqa: E402
 from redis_server import RedisServer, find_server_binary  # noqa: E402
 from tcp_line import Line  # noqa: E402
 
@@ -131,11 +131,6 @@ async def enqueue(url: str, jobs: dict[str, dict[str, Any]]) -> None:
             await queue.enqueue(payload, id=job_id)
 
 
-async def held(url: str) -> int:
-    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
-        return (await backend.stats()).gauges.held
-
-
 async def final_state(
     url: str, ids: list[str]
 ) -> tuple[trioqueue.MetricsSnapshot, dict[str, trioqueue.JobRecord | None]]:
@@ -210,7 +205,7 @@ def run_scenario(
             server.start()
         timeline["fault_end"] = time.time()
         wait("every job's end", lambda: len(done_ids()) >= len(jobs))
-        wait("an empty queue", lambda: trio.run(held, server.url) == 0)
+        wait("an empty queue", lambda: trio.run(held, server.url, QUEUE) == 0)
         timeline["empty"] = time.time()
         fleet.reap_silently()
         fleet.stop_all()

@@ -77,7 +77,7 @@ import trioqueue
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from chaos import Fleet, orphans_of, read_log  # noqa: E402
+from chaos import Fleet, held, orphans_of, read_log, records  # noqa: E402
 from redis_server import RedisServer, find_server_binary  # noqa: E402
 
 MIN_IDLE = 1.0
@@ -93,7 +93,12 @@ Event = tuple[str, str, int, float]  # what, job id, pid, wall time
 
 
 class SimpleFleet(Fleet):
-    """`chaos.Fleet` whose workers run the queue in simple mode, one attempt per job."""
+    """`chaos.Fleet` whose workers run the queue in simple mode, one attempt per job.
+
+    No poison jobs here: a worker that ends by itself is a surprise, whatever its status.
+    """
+
+    explained_exit = None
 
     def command(self, n: int) -> list[str]:
         """The command line of the *n*-th worker started: ``--simple``."""
@@ -104,19 +109,6 @@ class SimpleFleet(Fleet):
             "--min-idle", str(MIN_IDLE), "--sweep-interval", str(SWEEP),
             "--max-attempts", "1", "--grace", "10",
         ]  # fmt: skip
-
-    def reap(self) -> int:
-        """Note workers that died by themselves (no fault here explains it); replace them."""
-        replaced = 0
-        for pid, process in list(self.live.items()):
-            status = process.poll()
-            if status is not None:
-                del self.live[pid]
-                self.ended[pid], self.ended_at[pid] = "crashed", time.time()
-                self.surprises.append(f"worker {pid} died by itself with status {status}")
-                self.start()
-                replaced += 1
-        return replaced
 
 
 @dataclass
@@ -137,16 +129,6 @@ async def enqueue(url: str, jobs: dict[str, dict[str, Any]]) -> None:
         queue = trioqueue.Queue(backend)
         for job_id, payload in jobs.items():
             await queue.enqueue(payload, id=job_id)
-
-
-async def held(url: str) -> int:
-    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
-        return (await backend.stats()).gauges.held
-
-
-async def records(url: str, ids: list[str]) -> dict[str, trioqueue.JobRecord | None]:
-    async with trioqueue.RedisBackend(url, queue=QUEUE, min_idle=MIN_IDLE) as backend:
-        return {job_id: await backend.status(job_id) for job_id in ids}
 
 
 async def final_state(
@@ -218,7 +200,7 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             share = len({e[1] for e in read_log(log) if e[0] == "done"}) / len(jobs)
             if stop is not None and stop.cont_at is None:
                 if now >= stop.at + STOP_LEASES * MIN_IDLE:
-                    before = trio.run(records, server.url, stop.caught)
+                    before = trio.run(records, server.url, stop.caught, QUEUE)
                     stop.dead_before_cont = {i for i, record in before.items() if is_dead(record)}
                     stop.cont_at = time.time()  # before: its handlers may log at once
                     fleet.live[stop.pid].send_signal(signal.SIGCONT)
@@ -237,7 +219,7 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 next_kill = time.time() + rng.uniform(0.7, 1.3)
             if stop is not None and stop.cont_at is not None and now >= next_check:
                 next_check = now + 0.5
-                if trio.run(held, server.url) == 0:
+                if trio.run(held, server.url, QUEUE) == 0:
                     break  # every job finished: completed or dead-lettered
             time.sleep(0.05)
         fleet.stop_all()
