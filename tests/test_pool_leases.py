@@ -120,6 +120,7 @@ async def test_a_claim_whose_reply_came_after_its_lease_ran_out_is_not_started(
     ):
         await trio.sleep(4)
         assert (await memory.sweep()).recovered == 1  # another pool's sweeper, at 4 s
+        await trio.sleep(2)  # the reply comes at 5 s (leaving the body before would cancel it)
     assert runs["a"] == 1  # from the recovered claim, not also from the lapsed one
     assert any("lease ran out before it started" in r.getMessage() for r in caplog.records)
     assert (await memory.stats()).conserved
