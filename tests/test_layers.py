@@ -33,6 +33,8 @@ TIERS = {
     "_maintenance": 4,
     "_outage": 4,
     "_pool": 4,
+    "_pool_books": 4,
+    "_pool_outcomes": 4,
     "_pool_config": 1,
     "_cli": 5,
     "_cli_args": 4,
@@ -80,6 +82,7 @@ def test_imports_point_down(path):
         assert TIERS[target] <= TIERS[name], f"{name} (tier {TIERS[name]}) imports {target}"
 
 
-def test_the_pool_knows_no_concrete_backend():
-    pool = PACKAGE / "_pool.py"
+@pytest.mark.parametrize("module", ["_pool", "_pool_books", "_pool_outcomes"])
+def test_the_pool_knows_no_concrete_backend(module):
+    pool = PACKAGE / f"{module}.py"
     assert not any(t.startswith("_backends") for t in imported_modules(pool))

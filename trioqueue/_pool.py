@@ -5,10 +5,11 @@ backend ─claim─▶ fetcher ─▶ memory channel (fixed buffer) ─▶ worke
                                                                  └─ retry ─▶ sleeper ─▶ requeue
 ```
 
-Every claim the pool holds is in ``WorkerPool._held`` from the moment it is
-claimed until its outcome reaches the backend. Whatever is still held when the
-pool stops (prefetched, cancelled, sleeping before a retry) is released back to
-the backend in one shielded call, so stopping never loses a job.
+Every claim the pool holds is in its `Books` (``_pool_books.py``) from the moment
+it is claimed until its outcome reaches the backend, through the shielded calls of
+its `Reporter` (``_pool_outcomes.py``). Whatever is still held when the pool stops
+(prefetched, cancelled, sleeping before a retry) is released back to the backend
+in one shielded call, so stopping never loses a job.
 
 Every task reports its calls to one `OutageTracker` (``_outage.py``): an outage
 of the backend is logged once per step of one shared backoff, and its end once.
@@ -19,11 +20,9 @@ from __future__ import annotations
 import collections
 import inspect
 import logging
-import math
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, final
 
 import trio
@@ -32,28 +31,21 @@ from ._backend import Backend, Claim
 from ._exceptions import BackendUnavailable, IdempotencyConflict
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
-from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter, decide
+from ._outcome import RetryAfter, decide
 from ._payload import reply_id
+from ._pool_books import Books
 from ._pool_config import PoolConfig, ShutdownReport, check_number
+from ._pool_outcomes import Reporter
 from ._records import Job
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
     from ._queue import Queue
-    from ._records import ErrorInfo
 
 __all__ = ["Handler", "WorkerPool", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
-
-# first and longest pause of a shielded call (an outcome, a release) that retries through
-# an outage within its I/O deadline; the pool's own backoff is the OutageTracker's
-_OUTAGE_PAUSE = (0.1, 5.0)
-_INTERRUPTED = (
-    "its handler was interrupted (the pool stopped) and this queue never runs a job twice; "
-    "requeue it by hand if it should run again"
-)
 
 Handler = Callable[[Job], Awaitable[object]]
 """An async function run once per attempt; returning completes the job.
@@ -81,23 +73,14 @@ class WorkerPool:
         self._reply_to = reply_to
         self._config = config
         self._rng = rng
-        # every claim from the moment it is claimed until the backend took its outcome
-        self._held: dict[str, Claim] = {}
-        # when each held claim's lease runs out at the latest, as far as this pool
-        # knows (Trio's clock): a claim whose lease ran out is not started
-        self._lease_until: dict[str, float] = {}
-        # claims whose handler started and whose outcome has not reached the backend: an
-        # at-most-once backend must never get these back to run again
-        self._unsettled: set[str] = set()
-        self._settled = trio.lowlevel.ParkingLot()  # a claim left _held
+        self._books = Books()
+        self._books.emptied = self._wake_to_check_drain
+        self._reporter = Reporter(backend, config, self._books, self._outage)
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         # when the last handlers ended, and their jobs: to name a handler that blocked
         self._ended: collections.deque[tuple[float, str]] = collections.deque(maxlen=64)
         self._sleeping: set[trio.CancelScope] = set()
-        # the shielded calls telling the backend an outcome (_tell_backend): a shutdown
-        # gives them its deadline
-        self._telling: set[trio.CancelScope] = set()
         # a place per worker and per prefetched job: the fetcher claims only into one
         self._slots = trio.Semaphore(config.workers + config.prefetch)
         self._send, self._receive = trio.open_memory_channel[Claim](config.prefetch)
@@ -105,7 +88,6 @@ class WorkerPool:
         self._claim_wait: trio.CancelScope | None = None
         self._producer_finished = False
         self._stopping = False
-        self._deadline = math.inf  # set by shutdown: nothing may outlast it
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
         self._upkeep: trio.Nursery | None = None  # where the shutdown runs
@@ -115,16 +97,12 @@ class WorkerPool:
         self._report: ShutdownReport | None = None
         self._finished_in_grace = 0
         self._cancelled = 0
-        self._released = 0
-        self._unreturned = 0
-        # a backend written before `redelivers` existed is at-least-once
-        self._redelivers: bool = getattr(backend, "redelivers", True)
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped.is_set() else "stopping" if self._stopping else "running"
         return (
             f"<trioqueue.WorkerPool {state} workers={self._config.workers} "
-            f"running={len(self._running)} held={len(self._held)} "
+            f"running={len(self._running)} held={len(self._books.held)} "
             f"retry_waiting={len(self._sleeping)}>"
         )
 
@@ -146,7 +124,7 @@ class WorkerPool:
     @property
     def held(self) -> int:
         """Jobs this pool holds: running, prefetched, or waiting to retry."""
-        return len(self._held)
+        return len(self._books.held)
 
     def mark_producer_finished(self) -> None:
         """Declare that no more jobs will be enqueued for this pool.
@@ -194,12 +172,9 @@ class WorkerPool:
         first = not self._shutdown_started
         if first:
             self._shutdown_started = True
-            self._deadline = now + grace + self._config.io_timeout
         else:
             self._grace.deadline = min(self._grace.deadline, now + grace)
-            self._deadline = min(self._deadline, now + grace + self._config.io_timeout)
-        for telling in self._telling:  # outcomes waiting out an outage stop waiting then
-            telling.deadline = min(telling.deadline, self._deadline)
+        self._reporter.limit(now + grace + self._config.io_timeout)
         if first:
             self._stopping = True
             self._fetch_scope.cancel()
@@ -223,15 +198,15 @@ class WorkerPool:
                     await self._running_changed.park()
             for scope in self._running.values():
                 scope.cancel()
-            with trio.move_on_at(self._deadline):
+            with trio.move_on_at(self._reporter.deadline):
                 await self._stopped.wait()
         finally:  # even if the pool itself is cancelled: no caller waits for ever
             self._report = ShutdownReport(
                 finished=self._finished_in_grace,
                 cancelled=self._cancelled + len(self._running),  # + any ignoring their cancel
-                released=self._released,
+                released=self._reporter.released,
                 # + what is still held when the deadline cut the wait short
-                unreturned=self._unreturned + len(self._held),
+                unreturned=self._reporter.unreturned + len(self._books.held),
             )
             self._shutdown_done.set()
         logger.info(
@@ -243,13 +218,9 @@ class WorkerPool:
 
     # --- tasks -----------------------------------------------------------------------
 
-    def _io_deadline(self) -> float:
-        """When a shielded call to the backend must give up."""
-        return min(trio.current_time() + self._config.io_timeout, self._deadline)
-
     async def _drained(self) -> bool:
         """Whether the producer is finished and nothing is pending, here or anywhere."""
-        if not self._producer_finished or self._held:
+        if not self._producer_finished or self._books.held:
             return False
         started = trio.current_time()
         pending = await self._backend.pending()
@@ -304,10 +275,7 @@ class WorkerPool:
             # from when the call began: a pause while the reply was on its way (the
             # process stopped, the loop blocked) is part of the lease, which the
             # backend started when it made the claim
-            until = started + config.lease
-            for claim in claims:
-                self._held[claim.token] = claim
-                self._lease_until[claim.token] = until
+            self._books.take(claims, started + config.lease)
         finally:
             for _ in range(taken - len(claims)):
                 self._slots.release()
@@ -320,55 +288,9 @@ class WorkerPool:
                 await self._send.send(claim)
         for claim in claims:
             # a job that may be killing its workers runs alone: it takes nothing down with it
-            while claim.suspect and claim.token in self._held:
-                await self._settled.park()
+            while claim.suspect and claim.token in self._books.held:
+                await self._books.settled.park()
         return True
-
-    async def _tell_backend(self, doing: str, call: Callable[[], Awaitable[object]]) -> bool:
-        """Make a shielded call, retrying through outages; return whether it landed.
-
-        While the backend is unreachable for the whole pool, the call is retried
-        until it lands, however long that takes: the claim stays held and renewed,
-        so an outage does not by itself make the job run again. It gives up after
-        *io_timeout* when other calls of the pool get through meanwhile (this one
-        is refused or stuck, the backend is not down), and by the shutdown's
-        deadline. Each try that fails with `BackendUnavailable` is reported to the
-        outage tracker, which logs for the whole pool; one that gets no reply
-        within *io_timeout* is retried like it, logged at DEBUG only.
-        """
-        pause = _OUTAGE_PAUSE[0]
-        first_failure: float | None = None
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = self._deadline  # math.inf until a shutdown sets it
-            self._telling.add(scope)
-            try:
-                while True:
-                    started = trio.current_time()
-                    problem: object = None
-                    # each try gets io_timeout: a call that hangs is a try that failed
-                    with trio.move_on_after(self._config.io_timeout):
-                        try:
-                            await call()
-                        except BackendUnavailable as exc:
-                            self._outage.failed(exc)
-                            problem = getattr(exc, "detail", exc)
-                        else:
-                            self._outage.succeeded(started)
-                            return True
-                    if problem is None:
-                        problem = f"no reply within {self._config.io_timeout}s"
-                    if first_failure is None:
-                        first_failure = started
-                    if trio.current_time() >= first_failure + self._config.io_timeout and (
-                        self._outage.succeeded_since(first_failure)
-                    ):
-                        return False  # refused, or stuck, while the backend answers others
-                    logger.debug("%s: %s; trying again in %.1f s", doing, problem, pause)
-                    await trio.sleep(pause)
-                    pause = min(pause * 2, _OUTAGE_PAUSE[1])
-            finally:
-                self._telling.discard(scope)
-        return False
 
     async def _work(self) -> None:
         # one scope per worker, not per attempt (entering a scope costs as much as a no-op
@@ -380,17 +302,18 @@ class WorkerPool:
                         await self._running_changed.park()  # it runs alone: let others end
                     # when stopping, the claim stays held and is released at the end
                     if not self._stopping:
-                        if trio.current_time() < self._lease_until.get(claim.token, math.inf):
-                            await self._attempt(claim, scope)
-                        else:
+                        if self._books.lapsed(claim):
                             await self._lapsed(claim)
+                        else:
+                            await self._attempt(claim, scope)
                 finally:
                     self._slots.release()
 
     def _running_jobs(self, since: float) -> list[str]:
         """The ids of the jobs whose handlers ran at some time from *since* until now."""
         ended = [job_id for at, job_id in self._ended if at >= since]
-        return ended + [self._held[t].job.id for t in self._running if t in self._held]
+        held = self._books.held
+        return ended + [held[t].job.id for t in self._running if t in held]
 
     async def _lapsed(self, claim: Claim) -> None:
         """Give back, without running it, a claim whose lease ran out before it started.
@@ -406,7 +329,7 @@ class WorkerPool:
             "event loop blocked); not starting it, it goes back to the queue",
             claim.job.id,
         )
-        await self._give_back(claim)
+        await self._reporter.give_back(claim)
 
     async def _attempt(self, claim: Claim, scope: trio.CancelScope) -> None:
         """Run one attempt in the worker's *scope*, then report its outcome."""
@@ -415,7 +338,7 @@ class WorkerPool:
         metrics.queue_wait.observe(backend.now() - claim.ready_at)
         error: Exception | None = None
         self._running[claim.token] = scope
-        self._unsettled.add(claim.token)
+        self._books.unsettled.add(claim.token)
         started = trio.current_time()
         ended = False
         try:
@@ -447,7 +370,15 @@ class WorkerPool:
             self._finished_in_grace += 1
         metrics.handler_time.observe(trio.current_time() - started)
         outcome = decide(error, job.attempt, self._config.retry, self._rng)
-        await self._report_outcome(claim, outcome)
+        if not await self._reporter.report(claim, outcome):
+            return  # given back
+        if not isinstance(outcome, RetryAfter):
+            self._books.forget(claim)
+        elif not self._stopping:  # else it stays held, and is released at the end
+            assert self._work_nursery is not None
+            sleeper = trio.CancelScope()  # registered now, so a shutdown can cancel it
+            self._sleeping.add(sleeper)
+            self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay, sleeper)
 
     async def _run_handler(self, job: Job) -> None:
         """One attempt: the handler, then its reply (if any) published before the ack."""
@@ -462,84 +393,6 @@ class WorkerPool:
                 "job %s: an earlier run published a different reply; that one stands", job.id
             )
 
-    async def _report_outcome(self, claim: Claim, outcome: Outcome) -> None:
-        backend, job = self._backend, claim.job
-        call: Callable[[], Awaitable[bool]]
-        match outcome:
-            case Ack():
-                call = partial(backend.ack, claim)
-                logger.debug("job %s completed on attempt %d", job.id, job.attempt)
-            case Discard(reason):
-                call = partial(backend.drop, claim, reason)
-                logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
-            case DeadLetter(reason, error):
-                call = partial(backend.dead_letter, claim, error, reason)
-                logger.warning(
-                    "job %s dead-lettered on attempt %d: %s (%s)",
-                    job.id,
-                    job.attempt,
-                    reason,
-                    _described(error),
-                )
-                _log_traceback(job.id, error)
-            case RetryAfter(delay, error):
-                call = partial(backend.retry_later, claim, error)
-                logger.info(
-                    "job %s attempt %d failed (%s); retrying in %.3fs",
-                    job.id,
-                    job.attempt,
-                    _described(error) if error else "Retry",
-                    delay,
-                )
-                _log_traceback(job.id, error)
-        if not await self._tell_backend(f"job {job.id}: reporting its outcome", call):
-            logger.warning("job %s: the backend did not take the outcome in time", job.id)
-            await self._give_back(claim)
-            return
-        self._unsettled.discard(claim.token)
-        if isinstance(outcome, RetryAfter) and not self._stopping:
-            assert self._work_nursery is not None
-            sleeper = trio.CancelScope()  # registered now, so a shutdown can cancel it
-            self._sleeping.add(sleeper)
-            self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay, sleeper)
-        elif not isinstance(outcome, RetryAfter):
-            self._forget(claim)
-
-    async def _give_back(self, claim: Claim) -> None:
-        """Release one claim now; if even that fails, stop renewing it so it is recovered.
-
-        An at-most-once backend never gets back a job whose handler ran without an
-        outcome: the pool stops renewing it, and the sweeper keeps it as a dead letter.
-        """
-        if not self._redelivers and claim.token in self._unsettled:
-            logger.error(
-                "job %s: its outcome was not recorded; this queue never runs a job twice, so "
-                "it becomes a dead letter when its lease runs out",
-                claim.job.id,
-            )
-            self._unreturned += 1
-            self._forget(claim)
-            return
-        released: list[int] = []
-
-        async def release() -> None:
-            released.append(await self._backend.release([claim]))
-
-        if not await self._tell_backend(f"job {claim.job.id}: putting it back", release):
-            self._unreturned += 1
-        self._released += sum(released)
-        self._forget(claim)
-
-    def _forget(self, claim: Claim) -> None:
-        """Drop a claim whose outcome the backend has taken; wake the fetcher to check the drain."""
-        self._held.pop(claim.token, None)
-        self._lease_until.pop(claim.token, None)
-        self._unsettled.discard(claim.token)
-        if self._settled:
-            self._settled.unpark_all()
-        if self._producer_finished and not self._held and self._claim_wait is not None:
-            self._claim_wait.cancel()
-
     async def _sleep_then_requeue(
         self, claim: Claim, delay: float, scope: trio.CancelScope
     ) -> None:
@@ -550,11 +403,12 @@ class WorkerPool:
             self._sleeping.discard(scope)
         if scope.cancel_called:
             return  # shutdown: released at the end
-        requeue = partial(self._backend.requeue, claim)
-        if await self._tell_backend(f"job {claim.job.id}: requeueing it", requeue):
-            self._forget(claim)
-        else:
-            await self._give_back(claim)
+        await self._reporter.requeue(claim)
+
+    def _wake_to_check_drain(self) -> None:
+        """The pool holds nothing now: a producer that finished may mean it is drained."""
+        if self._producer_finished and self._claim_wait is not None:
+            self._claim_wait.cancel()
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         try:
@@ -566,48 +420,9 @@ class WorkerPool:
                 task_status.started()
         finally:
             try:
-                await self._release_held()
+                await self._reporter.release_held()
             finally:
                 self._stopped.set()
-
-    async def _release_held(self) -> None:
-        if not self._held:
-            return
-        held = list(self._held.values())
-        self._held.clear()  # in place: the lease renewer holds this same dict
-        interrupted = [c for c in held if c.token in self._unsettled]
-        if self._redelivers:
-            interrupted = []  # at-least-once: they run again
-        give_back = [c for c in held if c not in interrupted]
-        released: list[int] = []
-
-        async def release() -> None:
-            if give_back:
-                released.append(await self._backend.release(give_back))
-            for claim in interrupted:  # at-most-once: its handler may have done its work
-                await self._backend.dead_letter(claim, None, _INTERRUPTED)
-                logger.warning("job %s: %s", claim.job.id, _INTERRUPTED)
-
-        if await self._tell_backend("putting unfinished jobs back", release):
-            self._released += sum(released)
-        else:
-            self._unreturned += len(held)
-            logger.error(
-                "%d jobs could not be put back in time; they are recovered when their "
-                "leases run out",
-                len(held),
-            )
-
-
-def _described(error: ErrorInfo | None) -> str:
-    """``Type: message`` of an attempt's error, for a log line."""
-    return "no error" if error is None else f"{error.type}: {error.message}"
-
-
-def _log_traceback(job_id: str, error: ErrorInfo | None) -> None:
-    """Log where an attempt failed, at DEBUG (``-v`` on the command line)."""
-    if error is not None and error.traceback:
-        logger.debug("job %s failed here:\n%s", job_id, error.traceback.rstrip())
 
 
 def _check_handler(handler: object) -> None:
@@ -727,10 +542,10 @@ async def open_worker_pool(
             nursery.start_soon(
                 renew_leases,
                 backend,
-                pool._held,
+                pool._books.held,
                 config.lease,
                 outage,
-                pool._lease_until,
+                pool._books.lease_until,
                 pool._running_jobs,
             )
             nursery.start_soon(
@@ -738,9 +553,9 @@ async def open_worker_pool(
                 backend,
                 config.sweep_interval,
                 outage,
-                pool._held,
+                pool._books.held,
                 config.lease,
-                pool._lease_until,
+                pool._books.lease_until,
             )
             if give_up_after is not None:
                 nursery.start_soon(outage.enforce_limit)

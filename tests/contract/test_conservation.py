@@ -533,7 +533,7 @@ class ConservationMachine(RuleBasedStateMachine):
             taken_over = sum(
                 1
                 for running in self.pools
-                for claim in running.pool._held.values()
+                for claim in running.pool._books.held.values()
                 if claim.job.id in by_id and by_id[claim.job.id].state is JobState.COMPLETED
             )
             held = sum(r.pool.held for r in self.pools)
