@@ -35,6 +35,7 @@ TIERS = {
     "_pool": 4,
     "_pool_books": 4,
     "_pool_outcomes": 4,
+    "_pool_fetch": 4,
     "_pool_config": 1,
     "_cli": 5,
     "_cli_args": 4,
@@ -82,7 +83,7 @@ def test_imports_point_down(path):
         assert TIERS[target] <= TIERS[name], f"{name} (tier {TIERS[name]}) imports {target}"
 
 
-@pytest.mark.parametrize("module", ["_pool", "_pool_books", "_pool_outcomes"])
+@pytest.mark.parametrize("module", ["_pool", "_pool_books", "_pool_fetch", "_pool_outcomes"])
 def test_the_pool_knows_no_concrete_backend(module):
     pool = PACKAGE / f"{module}.py"
     assert not any(t.startswith("_backends") for t in imported_modules(pool))

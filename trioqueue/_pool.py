@@ -27,19 +27,20 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ._backend import Backend, Claim
-from ._exceptions import BackendUnavailable, IdempotencyConflict
+from ._exceptions import IdempotencyConflict
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
 from ._outcome import RetryAfter, decide
 from ._payload import reply_id
 from ._pool_books import Books
 from ._pool_config import PoolConfig, ShutdownReport, check_number
+from ._pool_fetch import Fetcher
 from ._pool_outcomes import Reporter
 from ._records import Job
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from ._backend import Backend, Claim
     from ._metrics import Metrics
     from ._queue import Queue
 
@@ -74,19 +75,14 @@ class WorkerPool:
         self._config = config
         self._rng = rng
         self._books = Books()
-        self._books.emptied = self._wake_to_check_drain
         self._reporter = Reporter(backend, config, self._books, self._outage)
+        self._fetcher = Fetcher(backend, config, self._books, self._outage)
+        self._books.emptied = self._fetcher.emptied
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
         # when the last handlers ended, and their jobs: to name a handler that blocked
         self._ended: collections.deque[tuple[float, str]] = collections.deque(maxlen=64)
         self._sleeping: set[trio.CancelScope] = set()
-        # a place per worker and per prefetched job: the fetcher claims only into one
-        self._slots = trio.Semaphore(config.workers + config.prefetch)
-        self._send, self._receive = trio.open_memory_channel[Claim](config.prefetch)
-        self._fetch_scope = trio.CancelScope()
-        self._claim_wait: trio.CancelScope | None = None
-        self._producer_finished = False
         self._stopping = False
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
@@ -134,9 +130,7 @@ class WorkerPool:
         means the producer has not caught up, and the pool keeps waiting.
         Does not checkpoint; may be called more than once.
         """
-        self._producer_finished = True
-        if self._claim_wait is not None:
-            self._claim_wait.cancel()
+        self._fetcher.mark_producer_finished()
 
     async def wait_backend_reached(self) -> None:
         """Wait until a call of this pool to its backend has succeeded.
@@ -177,7 +171,7 @@ class WorkerPool:
         self._reporter.limit(now + grace + self._config.io_timeout)
         if first:
             self._stopping = True
-            self._fetch_scope.cancel()
+            self._fetcher.scope.cancel()
             for scope in self._sleeping:
                 scope.cancel()
             self._grace.deadline = now + grace
@@ -218,85 +212,11 @@ class WorkerPool:
 
     # --- tasks -----------------------------------------------------------------------
 
-    async def _drained(self) -> bool:
-        """Whether the producer is finished and nothing is pending, here or anywhere."""
-        if not self._producer_finished or self._books.held:
-            return False
-        started = trio.current_time()
-        pending = await self._backend.pending()
-        self._outage.succeeded(started)
-        return pending == 0
-
-    async def _fetch(self) -> None:
-        async with self._send:
-            with self._fetch_scope:
-                while True:
-                    try:
-                        if not await self._fetch_once():
-                            return
-                    except BackendUnavailable as exc:
-                        # the pool's one backoff: the tracker logs its steps
-                        await trio.sleep_until(self._outage.failed(exc))
-
-    async def _fetch_once(self) -> bool:
-        """Claim a batch into free places and hand it to the workers; False once drained."""
-        config = self._config
-        if await self._drained():
-            return False
-        taken = 0  # places this call holds
-        claims: list[Claim] = []
-        try:
-            await self._slots.acquire()  # a worker or a prefetch place is free
-            taken = 1
-            # while the workers still have more than half the prefetch to run, gather
-            # places first: one claim then carries more jobs (and their outcomes share
-            # round trips), and it starts while jobs are still buffered, so no worker
-            # waits for its round trip; each place freed wakes this to look again
-            low_water = config.prefetch // 2
-            while (
-                taken < config.batch_size
-                and self._send.statistics().current_buffer_used > low_water
-            ):
-                await self._slots.acquire()
-                taken += 1
-            if await self._drained():
-                return False
-            # only this task takes places, so the free ones stay free until taken below
-            want = min(config.batch_size, taken + self._slots.value)
-            # mark_producer_finished() and the last outcome cancel this wait, so the
-            # drain check runs at once; jobs other pools hold are checked every poll
-            started = trio.current_time()
-            with trio.CancelScope() as self._claim_wait:
-                claims = await self._backend.claim(
-                    want, lease=config.lease, block=config.poll_interval
-                )
-                self._outage.succeeded(started)  # not when cancelled: that says nothing
-            self._claim_wait = None
-            # from when the call began: a pause while the reply was on its way (the
-            # process stopped, the loop blocked) is part of the lease, which the
-            # backend started when it made the claim
-            self._books.take(claims, started + config.lease)
-        finally:
-            for _ in range(taken - len(claims)):
-                self._slots.release()
-        for _ in range(len(claims) - taken):
-            self._slots.acquire_nowait()  # free since `want` was read: cannot block
-        for claim in claims:
-            try:
-                self._send.send_nowait(claim)  # claim() checkpointed: no yield per job
-            except trio.WouldBlock:
-                await self._send.send(claim)
-        for claim in claims:
-            # a job that may be killing its workers runs alone: it takes nothing down with it
-            while claim.suspect and claim.token in self._books.held:
-                await self._books.settled.park()
-        return True
-
     async def _work(self) -> None:
         # one scope per worker, not per attempt (entering a scope costs as much as a no-op
         # job): shutdown cancels it once the grace is over, which ends this worker
         with trio.CancelScope() as scope:
-            async for claim in self._receive:
+            async for claim in self._fetcher.jobs:
                 try:
                     while claim.suspect and self._running and not self._stopping:
                         await self._running_changed.park()  # it runs alone: let others end
@@ -307,7 +227,7 @@ class WorkerPool:
                         else:
                             await self._attempt(claim, scope)
                 finally:
-                    self._slots.release()
+                    self._fetcher.place_freed()
 
     def _running_jobs(self, since: float) -> list[str]:
         """The ids of the jobs whose handlers ran at some time from *since* until now."""
@@ -405,16 +325,11 @@ class WorkerPool:
             return  # shutdown: released at the end
         await self._reporter.requeue(claim)
 
-    def _wake_to_check_drain(self) -> None:
-        """The pool holds nothing now: a producer that finished may mean it is drained."""
-        if self._producer_finished and self._claim_wait is not None:
-            self._claim_wait.cancel()
-
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 self._work_nursery = nursery
-                nursery.start_soon(self._fetch)
+                nursery.start_soon(self._fetcher.run)
                 for _ in range(self._config.workers):
                     nursery.start_soon(self._work)
                 task_status.started()
