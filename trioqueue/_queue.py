@@ -161,6 +161,11 @@ class Queue:
         self, payloads: Iterable[Any], ids: Iterable[str | None] | None
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
+        if isinstance(ids, str) or isinstance(payloads, str | bytes):
+            raise TypeError(
+                "enqueue_many takes a list of payloads and a list of ids (one per payload), "
+                "not a single str; for one job use enqueue(payload, id=...)"
+            )
         payloads = list(payloads)
         chosen = [None] * len(payloads) if ids is None else list(ids)
         if len(chosen) != len(payloads):

@@ -54,6 +54,16 @@ async def test_duplicates_are_found_and_a_conflict_takes_its_place_without_stopp
     assert (snap.enqueued, snap.deduplicated, snap.conflicts) == (3, 2, 2)
 
 
+async def test_an_empty_batch_is_an_empty_list_and_still_a_checkpoint(make_backend):
+    queue = Queue(await make_backend())
+    with trio.testing.assert_checkpoints():
+        assert await queue.enqueue_many([]) == []
+    with trio.testing.assert_checkpoints():
+        assert await queue.try_enqueue_many([], ids=[]) == []
+    with pytest.raises(TypeError, match="not a single str; for one job use enqueue"):
+        await queue.enqueue_many(["a", "b"], ids="ab")  # type: ignore[arg-type]
+
+
 async def test_a_bad_job_anywhere_in_the_batch_sends_nothing(make_backend):
     queue = Queue(await make_backend())
     with pytest.raises(TypeError, match=r"job 2 of the batch \(nothing was sent\).*JSON"):

@@ -372,6 +372,9 @@ class RedisBackend:
         One script call per slice of `_ADD_SLICE` jobs; waiting for room polls with
         a short backoff, and sends again only the jobs not handled yet.
         """
+        if not jobs:
+            await trio.lowlevel.checkpoint()
+            return []
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
         while len(results) < len(jobs):
