@@ -43,7 +43,6 @@ def test_the_backend_names_the_extra_when_coredis_is_missing():
     ("options", "match"),
     [
         ({"queue": "thumbnails", "min_idle": 30}, r"queue='\{thumbnails\}'"),
-        ({"queue": "{q}", "reliable": True}, r"min_idle=None.*pass min_idle=<seconds>"),
         ({"queue": "{q}", "min_idle": 0}, r"min_idle=0\): use a number of seconds from 0.001"),
         ({"queue": "{q}", "min_idle": 1e300}, r"min_idle=1e\+300\): .* \(a century\)"),
         ({"queue": "{q}", "min_idle": 30, "key_ttl": 1e15}, r"key_ttl=1e\+?15|key_ttl=10{15}"),

@@ -75,14 +75,18 @@ async def test_every_disagreeing_setting_is_named_at_once_before_anything_change
         assert await reader.stored_settings() == stored
 
 
-async def test_a_reliable_queue_still_needs_min_idle_when_the_mode_is_left_to_it(
+async def test_min_idle_defaults_to_the_workers_30_seconds_in_either_mode(
     redis_server: RedisServer,
 ):
+    # as `trioqueue worker --min-idle` does: the library's first line works as the CLI's
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as reliable:
+        await Queue(reliable).enqueue("x", id="x")
+        assert (reliable.reliable, reliable.default_lease) == (True, 30.0)
+        [claim] = await reliable.claim(1, lease=reliable.default_lease, block=0)
+        assert claim.job.id == "x"
     name = queue_name()
-    async with trioqueue.RedisBackend(redis_server.url, queue=name) as unsure:
-        with pytest.raises(ConfigurationError, match=r"min_idle=None"):
-            await Queue(unsure).enqueue("x", id="x")
     async with trioqueue.RedisBackend(redis_server.url, queue=name, reliable=False) as simple:
+        assert simple.default_lease == 30.0
         await Queue(simple).enqueue("x", id="x")
     async with trioqueue.RedisBackend(redis_server.url, queue=name) as joiner:
         await Queue(joiner).enqueue("y", id="y")  # a simple queue needs no min_idle

@@ -53,7 +53,7 @@ _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue wa
 _ADD_SLICE: Final = 500
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with a test clock
-_SIMPLE_LEASE: Final = 30.0  # a simple queue's default lease: when a crashed claim is given up
+_DEFAULT_MIN_IDLE: Final = 30.0  # the default lease, as `trioqueue worker --min-idle` has it
 
 
 def _whole(value: bytes | None) -> int:
@@ -88,14 +88,6 @@ def _seconds(name: str, value: float | None, *, allow_none: bool = True) -> None
             f"(Redis keeps time in milliseconds) to {_LONGEST:.0f} (a century)"
             + ("; None for no limit" if allow_none else "")
         )
-
-
-def _needs_min_idle() -> ConfigurationError:
-    return ConfigurationError(
-        "RedisBackend(min_idle=None): a reliable queue puts back claims idle longer "
-        "than min_idle, so it needs one: pass min_idle=<seconds>, e.g. min_idle=30 "
-        "(live workers renew their claims, so it need not exceed your slowest job)"
-    )
 
 
 @final
@@ -135,12 +127,11 @@ class RedisBackend:
             disagrees with the stored one is refused (`ConfigurationError`)
             before anything is written (reading stats needs no agreement).
             `configure` changes them.
-        min_idle: Seconds a claim stays valid without renewal (the lease);
-            required in reliable mode (checked with the queue's settings
-            when *reliable* is left to the queue). Workers renew their claims, so this
-            bounds how long a crash delays a job, not how long a handler may
-            run. In simple mode, how long a crashed worker's job waits before
-            it becomes a dead letter (default 30).
+        min_idle: Seconds a claim stays valid without renewal (the lease); None
+            for 30, the default of ``trioqueue worker --min-idle`` too. Workers
+            renew their claims, so this bounds how long a crash delays a job,
+            not how long a handler may run. In simple mode, how long a crashed
+            worker's job waits before it becomes a dead letter.
         recovery_ttl: Seconds an abandoned queue's claims set lives; must
             exceed *min_idle*. None keeps it until the claims are recovered.
         retention: How long finished records are kept (count and age).
@@ -200,9 +191,7 @@ class RedisBackend:
                         f"redelivers, so it has no recovery set; drop {name}, or use "
                         "reliable=True for at-least-once delivery"
                     )
-            min_idle = _SIMPLE_LEASE if min_idle is None else min_idle
-        if min_idle is None and reliable:
-            raise _needs_min_idle()
+        min_idle = _DEFAULT_MIN_IDLE if min_idle is None else min_idle
         _seconds("min_idle", min_idle)
         _seconds("recovery_ttl", recovery_ttl)
         _seconds("key_ttl", key_ttl)
@@ -228,7 +217,7 @@ class RedisBackend:
             queue, None, capacity=capacity, reliable=reliable, key_ttl=key_ttl
         )
         self._adopted = False  # whether the stored settings were read
-        self._min_idle = None if min_idle is None else float(min_idle)
+        self._min_idle = float(min_idle)
         self._recovery_options = {"recovery_zset": recovery_zset, "recovery_ttl": recovery_ttl}
         self._recovery_ttl = recovery_ttl
         self._retention = checked_retention("RedisBackend", retention)
@@ -273,8 +262,6 @@ class RedisBackend:
 
     def _check_mode(self, reliable: bool) -> None:
         """Check the options that depend on the mode, now that the mode is known."""
-        if reliable and self._min_idle is None:
-            raise _needs_min_idle()
         if not reliable:
             for name, value in self._recovery_options.items():
                 if value is not None:
@@ -323,7 +310,7 @@ class RedisBackend:
     @property
     def default_lease(self) -> float:
         """*min_idle*: how long a claim holds without renewal."""
-        return _SIMPLE_LEASE if self._min_idle is None else self._min_idle
+        return self._min_idle
 
     @property
     def metrics(self) -> Metrics:
