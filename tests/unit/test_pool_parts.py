@@ -1,4 +1,4 @@
-"""The pool's parts on their own: its books of claims and its shielded calls (mock clock)."""
+"""The pool's parts on their own: its books, its fetcher and its shielded calls (mock clock)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 import trio
 import trio.testing
 
-from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend
+from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend, Queue
 from trioqueue._outage import OutageTracker
 from trioqueue._pool_books import Books
 from trioqueue._pool_config import PoolConfig
+from trioqueue._pool_fetch import Fetcher
 from trioqueue._pool_outcomes import Reporter
 from trioqueue._retry import RetryPolicy
 
@@ -159,3 +160,91 @@ class TestReporterTell:
         with trio.move_on_after(0.5):
             await tell.tell("testing", call)
         assert landed == [1.0]  # it finished, though its caller was cancelled at 0.5 s
+
+
+def fetcher(
+    backend: MemoryBackend | object, *, workers: int = 1, prefetch: int = 0
+) -> tuple[Fetcher, Books]:
+    config = PoolConfig(
+        workers=workers,
+        retry=RetryPolicy(),
+        handler_timeout=None,
+        prefetch=prefetch,
+        batch_size=32,
+        lease=30.0,
+        sweep_interval=1.0,
+        poll_interval=1.0,
+        io_timeout=5.0,
+    )
+    books = Books()
+    metrics = backend.metrics  # type: ignore[union-attr]
+    fetch = Fetcher(backend, config, books, OutageTracker(metrics))  # type: ignore[arg-type]
+    books.emptied = fetch.emptied
+    return fetch, books
+
+
+class TestFetcher:
+    @pytest.mark.parametrize(("workers", "prefetch"), [(1, 0), (2, 3)])
+    async def test_it_claims_only_into_free_places(
+        self, autojump_clock, nursery, workers: int, prefetch: int
+    ):
+        backend = MemoryBackend()
+        queue = Queue(backend)
+        for n in range(10):
+            await queue.enqueue(n, id=f"j{n}")
+        fetch, books = fetcher(backend, workers=workers, prefetch=prefetch)
+        nursery.start_soon(fetch.run)
+        await trio.testing.wait_all_tasks_blocked()
+        # a place per worker and per prefetched job, no more, though 10 jobs are ready
+        assert len(books.held) == workers + prefetch
+        assert (await backend.stats()).gauges.inflight == workers + prefetch
+        fetch.scope.cancel()
+
+    async def test_a_place_is_claimed_into_again_only_once_the_worker_frees_it(
+        self, autojump_clock, nursery
+    ):
+        backend = MemoryBackend()
+        for n in range(3):
+            await Queue(backend).enqueue(n, id=f"j{n}")
+        fetch, books = fetcher(backend, workers=1, prefetch=0)
+        nursery.start_soon(fetch.run)
+        done = await fetch.jobs.receive()
+        assert await backend.ack(done)
+        books.forget(done)  # its outcome landed; its place is still the worker's
+        await trio.testing.wait_all_tasks_blocked()
+        assert books.held == {}  # nothing claimed meanwhile
+        fetch.place_freed()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [claim.job.id for claim in books.held.values()] == ["j1"]
+        fetch.scope.cancel()
+
+    async def test_it_stops_at_the_drain_without_waiting_out_a_poll(self, autojump_clock):
+        backend = MemoryBackend()
+        fetch, _ = fetcher(backend)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetch.run)
+            await trio.sleep(0.25)  # waiting in a claim (polls last a second)
+            fetch.mark_producer_finished()
+        assert trio.current_time() == pytest.approx(0.25)  # at once, not at the poll's end
+
+    async def test_a_lease_counts_from_when_the_claim_call_began(self, autojump_clock, nursery):
+        memory = MemoryBackend()
+        await Queue(memory).enqueue("a", id="a")
+
+        class SlowReply:
+            metrics = memory.metrics
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(memory, name)
+
+            async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
+                claims = await memory.claim(max_jobs, lease=lease, block=block)
+                await trio.sleep(2)  # the reply is on its way for 2 s
+                return claims
+
+        fetch, books = fetcher(SlowReply())
+        nursery.start_soon(fetch.run)
+        claimed = await fetch.jobs.receive()
+        assert trio.current_time() == pytest.approx(2)
+        assert books.lease_until[claimed.token] == pytest.approx(30)  # 0 + lease, not 2 + lease
+        fetch.scope.cancel()
