@@ -68,21 +68,30 @@ class TestBooks:
         assert books.unsettled == {"a"}  # release_held tells interrupted handlers apart
 
 
-def reporter(io_timeout: float = 5.0) -> tuple[Reporter, OutageTracker]:
-    backend = MemoryBackend()
-    config = PoolConfig(
-        workers=1,
+def pool_config(**settings: float) -> PoolConfig:
+    """A pool's settings: one worker, no prefetch, 30 s leases, unless *settings* say."""
+    defaults: dict[str, float] = {
+        "workers": 1, "prefetch": 0, "batch_size": 32, "lease": 30.0,
+        "sweep_interval": 1.0, "poll_interval": 1.0, "io_timeout": 5.0,
+    }  # fmt: skip
+    values = defaults | settings
+    return PoolConfig(
         retry=RetryPolicy(),
         handler_timeout=None,
-        prefetch=0,
-        batch_size=1,
-        lease=30.0,
-        sweep_interval=1.0,
-        poll_interval=1.0,
-        io_timeout=io_timeout,
+        workers=int(values["workers"]),
+        prefetch=int(values["prefetch"]),
+        batch_size=int(values["batch_size"]),
+        lease=values["lease"],
+        sweep_interval=values["sweep_interval"],
+        poll_interval=values["poll_interval"],
+        io_timeout=values["io_timeout"],
     )
+
+
+def reporter(io_timeout: float = 5.0) -> tuple[Reporter, OutageTracker]:
+    backend = MemoryBackend()
     outage = OutageTracker(backend.metrics)
-    return Reporter(backend, config, Books(), outage), outage
+    return Reporter(backend, pool_config(io_timeout=io_timeout), Books(), outage), outage
 
 
 class TestReporterTell:
@@ -165,20 +174,10 @@ class TestReporterTell:
 def fetcher(
     backend: MemoryBackend | object, *, workers: int = 1, prefetch: int = 0
 ) -> tuple[Fetcher, Books]:
-    config = PoolConfig(
-        workers=workers,
-        retry=RetryPolicy(),
-        handler_timeout=None,
-        prefetch=prefetch,
-        batch_size=32,
-        lease=30.0,
-        sweep_interval=1.0,
-        poll_interval=1.0,
-        io_timeout=5.0,
-    )
     books = Books()
-    metrics = backend.metrics  # type: ignore[union-attr]
-    fetch = Fetcher(backend, config, books, OutageTracker(metrics))  # type: ignore[arg-type]
+    outage = OutageTracker(backend.metrics)  # type: ignore[union-attr]
+    config = pool_config(workers=workers, prefetch=prefetch)
+    fetch = Fetcher(backend, config, books, outage)  # type: ignore[arg-type]
     books.emptied = fetch.emptied
     return fetch, books
 
