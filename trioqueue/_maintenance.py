@@ -16,10 +16,11 @@ from trio_util import periodic
 from ._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, MutableMapping
+    from collections.abc import Callable
 
-    from ._backend import Backend, Claim
+    from ._backend import Backend
     from ._outage import OutageTracker
+    from ._pool_books import Books
 
 __all__ = ["renew", "renew_leases", "sweep_periodically"]
 
@@ -40,39 +41,29 @@ def _warn_blocked(late: float, lease: float, jobs: list[str]) -> None:
     )
 
 
-async def renew(
-    backend: Backend,
-    held: Mapping[str, Claim],
-    lease: float,
-    lease_until: MutableMapping[str, float],
-) -> None:
-    """Renew every claim in *held*; note in *lease_until* when each now runs out.
+async def renew(backend: Backend, books: Books, lease: float) -> None:
+    """Renew every claim in *books*, and note there when each now runs out.
 
     The time noted is when the call began (Trio's clock): the backend renewed
-    after that, so the lease lasts at least that long. A claim the backend no
-    longer holds keeps the time it had: a worker that has not started it yet
-    gives it back instead of running the job a second time.
+    after that, so the lease lasts at least that long (see `Books.extend`).
 
     Raises:
         BackendUnavailable: The backend could not be reached.
     """
-    claims = list(held.values())
+    claims = list(books.held.values())
     started = trio.current_time()
     lost = await backend.renew(claims, lease=lease)
-    for claim in claims:
-        if claim.token in lease_until and claim.token not in lost:
-            lease_until[claim.token] = started + lease
+    books.extend(claims, started + lease, lost)
 
 
 async def renew_leases(
     backend: Backend,
-    held: Mapping[str, Claim],
+    books: Books,
     lease: float,
     outage: OutageTracker,
-    lease_until: MutableMapping[str, float],
     running: Callable[[float], list[str]],
 ) -> None:
-    """Renew the leases of the claims in *held* every third of *lease*, forever.
+    """Renew the leases of the claims in *books* every third of *lease*, forever.
 
     Renewal goes on through an outage, once a period: its period is long, and a
     claim whose lease runs out while the backend is away is run again elsewhere.
@@ -86,11 +77,11 @@ async def renew_leases(
     while True:
         await trio.sleep_until(due)
         woke = trio.current_time()
-        if woke - due > max(period / 2, _BLOCKED_AT_LEAST) and held:
+        if woke - due > max(period / 2, _BLOCKED_AT_LEAST) and books.held:
             _warn_blocked(woke - due, lease, running(due))
-        if held:
+        if books.held:
             try:
-                await renew(backend, held, lease, lease_until)
+                await renew(backend, books, lease)
             except BackendUnavailable as exc:
                 outage.failed(exc)
             else:
@@ -104,13 +95,12 @@ async def sweep_periodically(
     backend: Backend,
     interval: float,
     outage: OutageTracker,
-    held: Mapping[str, Claim],
+    books: Books,
     lease: float,
-    lease_until: MutableMapping[str, float],
 ) -> None:
     """Call `Backend.sweep` every *interval* seconds, forever, logging what it did.
 
-    The leases of the claims in *held* are renewed first, in the same period: a
+    The leases of the claims in *books* are renewed first, in the same period: a
     pool never recovers its own live claims, even when Redis comes back from an
     outage that outlasted them. While the backend is unreachable, periods are
     skipped until the pool's next try is due, so the sweeper backs off with the
@@ -122,8 +112,8 @@ async def sweep_periodically(
                 continue
             started = trio.current_time()
             try:
-                if held:
-                    await renew(backend, held, lease, lease_until)
+                if books.held:
+                    await renew(backend, books, lease)
                 report = await backend.sweep()
             except BackendUnavailable as exc:
                 outage.failed(exc)

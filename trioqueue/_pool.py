@@ -457,10 +457,9 @@ async def open_worker_pool(
             nursery.start_soon(
                 renew_leases,
                 backend,
-                pool._books.held,
+                pool._books,
                 config.lease,
                 outage,
-                pool._books.lease_until,
                 pool._running_jobs,
             )
             nursery.start_soon(
@@ -468,9 +467,8 @@ async def open_worker_pool(
                 backend,
                 config.sweep_interval,
                 outage,
-                pool._books.held,
+                pool._books,
                 config.lease,
-                pool._books.lease_until,
             )
             if give_up_after is not None:
                 nursery.start_soon(outage.enforce_limit)

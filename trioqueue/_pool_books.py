@@ -9,6 +9,7 @@ import trio
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from collections.abc import Set as AbstractSet
 
     from ._backend import Claim
 
@@ -25,8 +26,8 @@ class Books:
 
     A claim is held from the moment the backend gave it until the backend took
     its outcome (or it was given back); whatever is still held when the pool
-    stops is released. The lease renewer and the sweeper read `held` and
-    `lease_until` (the same objects, for the pool's life).
+    stops is released. The lease renewer and the sweeper renew what is in
+    `held` and note the new times with `extend`.
     """
 
     def __init__(self) -> None:
@@ -49,6 +50,16 @@ class Books:
             self.held[claim.token] = claim
             self.lease_until[claim.token] = until
 
+    def extend(self, claims: Sequence[Claim], until: float, lost: AbstractSet[str]) -> None:
+        """A renewal of *claims* landed: each still held and not *lost* now lasts *until*.
+
+        A claim the backend no longer holds keeps the time it had: a worker that has
+        not started it yet gives it back instead of running the job a second time.
+        """
+        for claim in claims:
+            if claim.token in self.lease_until and claim.token not in lost:
+                self.lease_until[claim.token] = until
+
     def lapsed(self, claim: Claim) -> bool:
         """Whether *claim*'s lease may have run out already: then it must not start."""
         return trio.current_time() >= self.lease_until.get(claim.token, math.inf)
@@ -64,7 +75,7 @@ class Books:
             self.emptied()
 
     def clear(self) -> list[Claim]:
-        """Stop holding every claim (in place: the renewer holds the same dict); return them."""
+        """Stop holding every claim; return them."""
         claims = list(self.held.values())
         self.held.clear()
         return claims
