@@ -5,13 +5,16 @@
 On a private Redis (appendonly, fsync always) it enqueues ``--jobs`` jobs of
 random duration plus a few poison jobs (whose handler kills its own process),
 then ``--backlog`` short jobs behind them, runs them on ``--workers`` worker
-processes, and meanwhile: SIGKILLs a random worker about every second and starts
-a replacement; SIGTERMs one (the graceful path); restarts Redis once, starting a
-worker while it is down; and holds the network line of one worker (a TCP proxy
-that stops forwarding, in both directions, for three leases, while its handlers
-go on). Every execution is logged by the handler (``chaos_handlers.py``). It
-reports completed, lost, duplicated, the slowest recovery (from a SIGKILL to the
-next start of each job the killed worker was running) with the fewest jobs
+processes, and meanwhile: SIGKILLs a worker that is running jobs about every
+second and starts a replacement; SIGTERMs one (the graceful path); restarts
+Redis once, starting a worker while it is down; and holds the network line of
+one worker (a TCP proxy that stops forwarding, in both directions, for three
+leases, while its handlers go on). No kill comes within a recovery target
+before the hold or the restart, so that each kill's recovery is timed, nor,
+while the line is held, one that would leave no other worker to sweep. Every
+execution is logged by the handler (``chaos_handlers.py``). It reports
+completed, lost, duplicated, the slowest recovery (from a SIGKILL to the next
+start of each job the killed worker was running) with the fewest jobs
 queued behind at a kill, and exits 1 when a target is missed:
 
 - lost = 0;
@@ -21,10 +24,12 @@ queued behind at a kill, and exits 1 when a target is missed:
   cut-off worker held;
 - every job a SIGKILLed worker was running on its first delivery starts again
   within min_idle + one sweep + 0.5 s, with the backlog queued behind it (kills
-  whose recovery window overlaps the Redis outage or the held line are not
-  timed; a job killed on a later delivery may be a suspect, which runs alone
-  once its pool's other handlers are done: its wait is reported, not held to
-  the target);
+  whose recovery window overlaps the Redis outage, the held line, or a silence
+  of half a lease with no worker alive are not timed; a job killed on a later
+  delivery may be a suspect, which runs alone once its pool's other handlers are
+  done, and a job may be claimed meanwhile by a worker that a poison job kills
+  before it starts the job: the wait of either is reported, not held to the
+  target);
 - the cut-off worker starts jobs again once its line is released, and its late
   outcomes take nothing twice (every job succeeded once in the counters);
 - each poison job is a dead letter, for max_deliveries, and nothing else is;
@@ -35,6 +40,7 @@ queued behind at a kill, and exits 1 when a target is missed:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -85,6 +91,8 @@ class Fleet:
         self.ended_at: dict[int, float] = {}
         self.stderr: dict[int, Path] = {}
         self.urls: dict[int, str] = {}  # the n-th worker started reaches Redis here instead
+        self.line_url: str | None = None  # one worker at a time reaches Redis through this
+        self.on_line: list[int] = []  # the workers started through it, in order
 
     def command(self, n: int) -> list[str]:
         """The command line of the *n*-th worker started."""
@@ -99,8 +107,12 @@ class Fleet:
         ]  # fmt: skip
 
     def start(self) -> int:
-        err = self.workdir / f"worker-{len(self.stderr)}.err"
-        command = self.command(len(self.stderr))
+        n = len(self.stderr)
+        err = self.workdir / f"worker-{n}.err"
+        through_line = self.line_url is not None and self.line_pid() is None
+        if through_line:  # the first worker, or the replacement of one that crashed
+            self.urls[n] = self.line_url
+        command = self.command(n)
         with err.open("wb") as stderr:
             process = subprocess.Popen(
                 command,
@@ -111,14 +123,23 @@ class Fleet:
             )
         self.live[process.pid] = process
         self.stderr[process.pid] = err
+        if through_line:
+            self.on_line.append(process.pid)
         return process.pid
+
+    def line_pid(self) -> int | None:
+        """The live worker that reaches Redis through `line_url`, if any."""
+        return next((pid for pid in self.on_line if pid in self.live), None)
 
     def stop(self, pid: int, signum: int, how: str) -> None:
         process = self.live.pop(pid)
         process.send_signal(signum)
         status = process.wait(timeout=60)
+        if signum == signal.SIGTERM and status == self.explained_exit:
+            how = "crashed"  # a poison job in the grace period
         self.ended[pid], self.ended_at[pid] = how, time.time()
-        if signum == signal.SIGTERM and status not in (0, 3):  # clean, or handlers cancelled
+        if signum == signal.SIGTERM and status not in (0, 3, self.explained_exit):
+            # neither clean nor with handlers cancelled
             self.surprises.append(f"worker {pid} exited {status} after SIGTERM")
 
     def reap(self) -> int:
@@ -255,7 +276,7 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         everything = _insert(everything, (n + 1) * len(jobs) // (len(poison) + 1), job_id, payload)
     everything |= backlog  # behind every other job: a recovered job must not wait for it
     fleet = Fleet(server.url, workdir, log, args.concurrency, len(everything) + 1)
-    fleet.urls[0] = line.url
+    fleet.line_url = line.url
     tail = LogTail(log)
     faults: list[tuple[str, int, float]] = []  # (kind, pid, time)
     behind: list[int] = []  # jobs queued at each SIGKILL
@@ -264,13 +285,18 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     started = time.time()
     try:
         trio.run(enqueue, server.url, everything)
-        cut_off = fleet.start()  # worker 0: through the line
-        for _ in range(args.workers - 1):
-            fleet.start()
+        for _ in range(args.workers):
+            fleet.start()  # the first through the line
         next_kill = time.time() + rng.uniform(0.7, 1.3)
         next_check = 0.0
         sigtermed = restarted = False
         held_until: float | None = None  # while the line is held: when it is released
+        last_kill = -math.inf
+
+        def running_jobs(pids: list[int]) -> list[int]:
+            """The workers of *pids* running a job of *jobs* (not the backlog) now."""
+            return [p for p in pids if not jobs.keys().isdisjoint(orphans_of(p, tail.events))]
+
         while True:
             now = time.time()
             if now - started > args.deadline:
@@ -285,9 +311,10 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 for job_id, record in trio.run(records, server.url, pending).items():
                     if record is not None and record.state is trioqueue.JobState.COMPLETED:
                         final[job_id] = record
+            cut_off = fleet.line_pid()
             if held_until is not None and now >= held_until:
                 line.release()
-                faults.append(("line-released", cut_off, time.time()))
+                faults.append(("line-released", cut_off or 0, time.time()))
                 held_until = math.inf  # once
             if share >= args.fault_until and now >= next_check and held_until is not None:
                 next_check = now + 0.5
@@ -297,17 +324,26 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 # the cut-off worker and the one started during the outage must get to work
                 targets = sorted(set(fleet.live) - {down_start, cut_off})
                 running = [p for p in targets if "worker on" in fleet.stderr[p].read_text()]
-                if held_until is None and share >= 0.15:
-                    line.hold()
-                    faults.append(("line-held", cut_off, time.time()))
-                    held_until = time.time() + HOLD
+                # the hold and the restart wait until the last kill's recovery is timed,
+                # and kills wait meanwhile; while the line is held, a worker besides the
+                # victim must be left to recover the cut-off worker's claims
+                clear = now >= last_kill + RECOVERY_TARGET
+                if held_until is None and share >= 0.05:  # before most kills
+                    if clear and cut_off is not None and running_jobs([cut_off]):
+                        line.hold()
+                        faults.append(("line-held", cut_off, time.time()))
+                        held_until = time.time() + HOLD
+                elif held_until not in (None, math.inf) and len(targets) < 2:
+                    pass  # held, and no other worker to sweep
                 elif not sigtermed and share >= 0.25 and running:
                     pid = rng.choice(running)  # SIGTERM before Python is up kills at once
                     fleet.stop(pid, signal.SIGTERM, "sigterm")
                     faults.append(("sigterm", pid, time.time()))
                     fleet.start()
                     sigtermed = True
-                elif not restarted and share >= 0.45:
+                elif not restarted and share >= 0.2 and not clear:
+                    pass  # the restart is due: no kill before it
+                elif not restarted and share >= 0.2:
                     server.stop()
                     faults.append(("redis-restart", 0, time.time()))
                     down_start = fleet.start()  # a worker that starts while Redis is down
@@ -318,11 +354,14 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         time.sleep(0.05)
                     time.sleep(OUTAGE)
                     server.start()
+                    faults.append(("redis-back", 0, time.time()))
                     restarted = True
-                elif now >= next_kill and targets:
-                    pid = rng.choice(targets)
+                    next_kill = time.time() + 1.0  # a kill sooner is not timed
+                elif now >= next_kill and (busy := running_jobs(targets)):
+                    pid = rng.choice(busy)  # a kill that orphans jobs, so its recovery is timed
                     fleet.stop(pid, signal.SIGKILL, "sigkill")
-                    faults.append(("sigkill", pid, time.time()))
+                    last_kill = time.time()
+                    faults.append(("sigkill", pid, last_kill))
                     if server.ping():  # not during the restart
                         behind.append(trio.run(queued, server.url))
                     fleet.start()
@@ -349,26 +388,45 @@ def _insert(ordered: dict[str, Any], at: int, key: str, value: dict[str, Any]) -
 
 
 def _recoveries(
-    faults: list[tuple[str, int, float]], events: list[Event], jobs: dict[str, Any]
+    faults: list[tuple[str, int, float]],
+    events: list[Event],
+    jobs: dict[str, Any],
+    poison: dict[str, Any],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """For each job a SIGKILLed worker was running: seconds from the kill to its next start.
 
-    Returned in two parts: jobs on their first delivery, and jobs that had run
-    before (a job whose deliveries died twice is a suspect: it runs alone, once its
-    pool's other handlers are done, so its wait is not held to the target). Kills
-    whose recovery window overlaps the Redis outage or the held line are left out:
-    Redis being down holds up recovery, and so does the cut-off worker, whose
-    sweeper is stuck (with two workers, none other is left to sweep); neither says
-    anything about recovery itself.
+    Returned in two parts: jobs on their first delivery, and the others. A job
+    that had run before may be a suspect (its deliveries died twice: it runs
+    alone, once its pool's other handlers are done), and a job may have been
+    claimed by a worker that a poison job killed (it dies before it starts the
+    rest of what it claimed, so no start is logged for that claim and the job
+    waits out a lease again) when a poison job started between the job's return
+    to the ready list and its next start: the wait of either is reported, not
+    held to the target. Kills whose recovery window overlaps the Redis outage, the
+    held line or a silence are left out: Redis being down holds up recovery, and
+    so does the cut-off worker, whose sweeper is stuck (with two workers, none
+    other is left to sweep), and a silence gives each claim one more lease; none
+    says anything about recovery itself.
     """
-    outages = [(at, at + OUTAGE + 1.0) for kind, _, at in faults if kind == "redis-restart"]
-    held = [at for kind, _, at in faults if kind == "line-held"]
-    released = [at for kind, _, at in faults if kind == "line-released"]
-    outages += list(zip(held, released, strict=False))
+
+    def windows(begin: str, end: str, slack: float) -> list[tuple[float, float]]:
+        begins = [at for kind, _, at in faults if kind == begin]
+        ends = [at + slack for kind, _, at in faults if kind == end]
+        return list(zip(begins, ends, strict=False))
+
+    # a restarted Redis takes a moment to load its data
+    outages = windows("redis-restart", "redis-back", 1.0)
+    outages += windows("line-held", "line-released", 0.0)
+    # a silence: no worker alive to run the backlog for half a lease (kills and poison
+    # jobs took them all, and their replacements were starting); the sweeper gives
+    # every expired claim one more lease after it (see lua/sweep.lua)
+    times = sorted(at for *_, at in events)
+    outages += [(a, b + MIN_IDLE) for a, b in itertools.pairwise(times) if b - a > MIN_IDLE / 2]
     starts: dict[str, list[float]] = defaultdict(list)
     for what, job_id, _, at in events:
         if what == "start":
             starts[job_id].append(at)
+    poisoned = [at for job_id in poison for at in starts[job_id]]  # each killed its worker
     first: dict[str, float] = {}
     again: dict[str, float] = {}
     for kind, pid, killed in faults:
@@ -380,9 +438,11 @@ def _recoveries(
             if job_id in jobs:
                 later = [at for at in starts[job_id] if at > killed]
                 earlier = len(starts[job_id]) - len(later)
-                (first if earlier == 1 else again)[job_id] = (
-                    later[0] - killed if later else math.inf
-                )
+                waited = later[0] - killed if later else math.inf
+                # back on the ready list a lease after its claim (just before its start)
+                ready = starts[job_id][earlier - 1] + MIN_IDLE - 0.1
+                poisoned_claim = any(ready <= at < killed + waited for at in poisoned)
+                (first if earlier == 1 and not poisoned_claim else again)[job_id] = waited
     return first, again
 
 
@@ -421,13 +481,15 @@ def analyse(
 
     # the held line: the cut-off worker's runs that began before it was released may
     # have outlived their leases; each may run again elsewhere
-    held = [(pid, at) for kind, pid, at in faults if kind == "line-held"]
+    # (a poison job may kill the worker on the line; its replacement takes the line)
+    held = [at for kind, _, at in faults if kind == "line-held"]
     released = [at for kind, _, at in faults if kind == "line-released"]
-    cut_off, held_at = held[0] if held else (None, math.inf)
+    held_at = held[0] if held else math.inf
     released_at = released[0] if released else math.inf
+    on_line = set(fleet.on_line)
 
     def cut_short(pid: int, at: float) -> bool:
-        return pid == cut_off and at < released_at
+        return pid in on_line and at < released_at
 
     # a duplicate is allowed only after a crash or on the cut-off worker: an earlier run
     # on a worker that crashed, or on the cut-off one while its line was held
@@ -444,13 +506,13 @@ def analyse(
     late = sorted(  # outcomes the cut-off worker reached while its line was held
         job_id
         for job_id, runs in dones.items()
-        if any(pid == cut_off and held_at <= at < released_at for pid, at in runs)
+        if any(pid in on_line and held_at <= at < released_at for pid, at in runs)
     )
     after_release = sum(
-        1 for runs in starts.values() for pid, at in runs if pid == cut_off and at > released_at
+        1 for runs in starts.values() for pid, at in runs if pid in on_line and at > released_at
     )
     bound = len(crashed) * (args.concurrency + PREFETCH) + args.concurrency + PREFETCH
-    recoveries, redeliveries = _recoveries(faults, events, jobs)
+    recoveries, redeliveries = _recoveries(faults, events, jobs, poison)
     slowest = max(recoveries.values(), default=0.0)
 
     last_fault = max((at for _, _, at in faults), default=0.0)
@@ -491,7 +553,7 @@ def analyse(
             if seconds > RECOVERY_TARGET
         },
         "recovery_target_s": RECOVERY_TARGET,
-        # jobs killed on a later delivery (a suspect runs alone): timed, not held to it
+        # jobs killed on a later delivery, or whose wait saw a poison job: not held to it
         "later_deliveries_timed": len(redeliveries),
         "slowest_later_delivery_recovery_s": round(max(redeliveries.values(), default=0.0), 3),
         "last_fault_to_last_completion_s": round(last_done - last_fault, 3),
