@@ -244,8 +244,7 @@ async def _check_queue_exists(args: argparse.Namespace, backend: RedisBackend) -
     Every queue that was ever used has its settings key or its counters key.
     """
     keys = backend.keys
-    with backend._conn.reachable():
-        found = await backend._conn.client.exists([keys.config, keys.stats])
+    found = await backend._conn.exists(keys.config, keys.stats)
     if not found:
         raise NotThere(
             f"the queue {printable(args.queue)} does not exist yet on "

@@ -396,8 +396,7 @@ class RedisBackend:
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
-        with self._conn.reachable():
-            fields = await self._conn.client.hgetall(self._keys.job_prefix + job_id)
+        fields = await self._conn.hash(self._keys.job_prefix + job_id)
         return decode_record(job_id, fields) if fields else None
 
     async def pending(self) -> int:
@@ -406,13 +405,13 @@ class RedisBackend:
 
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""
-        client = self._conn.client
-        with self._conn.reachable():
-            ids = [text(i) for i in reversed(await client.lrange(self._keys.dead, 0, -1))]
-            async with client.pipeline(transaction=False) as pipe:
-                reads = [pipe.hgetall(self._keys.job_prefix + job_id) for job_id in ids]
-            found = [(job_id, await read) for job_id, read in zip(ids, reads, strict=True)]
-        return [decode_record(job_id, fields) for job_id, fields in found if fields]
+        ids = [text(i) for i in reversed(await self._conn.list_items(self._keys.dead))]
+        found = await self._conn.hashes([self._keys.job_prefix + job_id for job_id in ids])
+        return [
+            decode_record(job_id, fields)
+            for job_id, fields in zip(ids, found, strict=True)
+            if fields
+        ]
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""

@@ -186,6 +186,32 @@ class RedisConnection:
             )
         return self._client
 
+    async def hash(self, key: str) -> dict[bytes, bytes]:
+        """``HGETALL key``: the fields of one hash, empty when there is none.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        with self.reachable():
+            return await self.client.hgetall(key)
+
+    async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
+        """The fields of many hashes, in one round trip (a pipeline)."""
+        with self.reachable():
+            async with self.client.pipeline(transaction=False) as pipe:
+                reads = [pipe.hgetall(key) for key in keys]
+            return [await read for read in reads]
+
+    async def list_items(self, key: str) -> list[bytes]:
+        """``LRANGE key 0 -1``: every element of a list, head first."""
+        with self.reachable():
+            return list(await self.client.lrange(key, 0, -1))
+
+    async def exists(self, *keys: str) -> int:
+        """``EXISTS``: how many of *keys* exist."""
+        with self.reachable():
+            return await self.client.exists(list(keys))
+
     @contextlib.contextmanager
     def reachable(self) -> Iterator[None]:
         """Turn the client's connection errors into `BackendUnavailable`.
