@@ -29,6 +29,8 @@ TIERS = {
     "_backends._redis_missing": 3,
     "_backends._redis": 3,
     "_backends._redis_connection": 3,
+    "_backends._redis_glide": 3,
+    "_backends._redis_client": 3,
     "_queue": 4,
     "_maintenance": 4,
     "_outage": 4,

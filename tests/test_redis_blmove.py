@@ -50,23 +50,23 @@ async def test_a_job_the_server_moved_just_before_the_cancellation_goes_back_fir
         keys = backend.keys
         queue = Queue(backend)
         connection = backend._conn
-        unblock = connection.client.client_unblock
+        unblock = connection.unblock
 
-        async def too_late(client_id: int, *args: object) -> bool:
+        async def too_late(client_id: int) -> bool:
             # the race: a job arrives and the server hands it to the waiting BLMOVE
             # before the unblock does
             await queue.enqueue("first", id="first")
             with trio.fail_after(10):
                 while not await raw.llen(keys.processing):  # noqa: ASYNC110 - in Redis
                     await trio.sleep(0.001)
-            assert not await unblock(client_id, *args)  # nothing blocked any more
+            assert not await unblock(client_id)  # nothing blocked any more
             return False
 
-        connection.client.client_unblock = too_late  # type: ignore[method-assign]
+        connection.unblock = too_late  # type: ignore[method-assign]
         with trio.move_on_after(0.05) as waiting:
             await backend.claim(1, lease=30, block=60)
         assert waiting.cancelled_caught
-        connection.client.client_unblock = unblock  # type: ignore[method-assign]
+        connection.unblock = unblock  # type: ignore[method-assign]
 
         assert await raw.llen(keys.processing) == 0  # not stranded there
         assert await raw.zcard(keys.claims) == 0
@@ -151,21 +151,21 @@ async def test_a_job_put_back_after_a_cancelled_wait_never_overfills_the_queue(
     ):
         keys = backend.keys
         queue = Queue(backend)
-        unblock = backend._conn.client.client_unblock
+        unblock = backend._conn.unblock
 
-        async def too_late(client_id: int, *args: object) -> bool:
+        async def too_late(client_id: int) -> bool:
             await queue.enqueue("first", id="first")  # the waiting BLMOVE takes it
             with trio.fail_after(10):
                 while not await raw.llen(keys.processing):  # noqa: ASYNC110 - in Redis
                     await trio.sleep(0.001)
             await queue.enqueue("second", id="second")  # into the room it left
-            assert not await unblock(client_id, *args)
+            assert not await unblock(client_id)
             return False
 
-        backend._conn.client.client_unblock = too_late  # type: ignore[method-assign]
+        backend._conn.unblock = too_late  # type: ignore[method-assign]
         with trio.move_on_after(0.05):
             await backend.claim(1, lease=30, block=60)
-        backend._conn.client.client_unblock = unblock  # type: ignore[method-assign]
+        backend._conn.unblock = unblock  # type: ignore[method-assign]
 
         assert await raw.llen(keys.ready) == 1  # the capacity holds
         first = await backend.status("first")

@@ -33,6 +33,7 @@ from trioqueue._backends._redis_url import (
     url_problem,
 )
 
+from .redis_client import client_gap
 from .redis_server import RedisServer, find_server_binary, free_port
 
 if TYPE_CHECKING:
@@ -308,22 +309,34 @@ class TlsServer:
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsServer, Path]]:
-    """A TLS server whose self-signed certificate names only ``localhost``; and that cert."""
+    """A TLS server whose certificate names only ``localhost``; and the CA that signed it.
+
+    A CA and a server certificate it signs, as a real deployment has: some TLS
+    stacks (rustls, in valkey-glide) refuse a self-signed CA as a server's own.
+    """
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("no openssl command to make the test's certificate")
     where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    ca, ca_key = where / "ca.pem", where / "ca-key.pem"
+    cert, key, request = where / "cert.pem", where / "key.pem", where / "cert.csr"
+    extensions = where / "ext.cnf"
+    extensions.write_text("subjectAltName=DNS:localhost\n")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", str(ca_key),
+        "-out", str(ca), "-subj", "/CN=trioqueue test CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(request),
+        "-subj", "/CN=localhost")  # fmt: skip
+    run("x509", "-req", "-in", str(request), "-CA", str(ca), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-days", "1", "-out", str(cert),
+        "-extfile", str(extensions))  # fmt: skip
     server = TlsServer(find_server_binary(), cert, key)
     try:
         server.wait_until_up()
-        yield server, cert
+        yield server, ca
     finally:
         server.close()
 
@@ -339,6 +352,7 @@ async def test_tls_to_the_name_on_the_certificate_works(tls_server):
     await stats_over(f"rediss://localhost:{server.port}/0?ssl_ca_certs={cert}")
 
 
+@client_gap("every TLS failure is reported as a connect timeout, without its reason")
 async def test_tls_to_a_name_not_on_the_certificate_fails_verification(tls_server):
     server, cert = tls_server
     with pytest.raises(BackendUnavailable) as raised:
@@ -348,6 +362,7 @@ async def test_tls_to_a_name_not_on_the_certificate_fails_verification(tls_serve
     assert "Unable to establish a connection" not in message
 
 
+@client_gap("it has no switch for the certificate's host-name check alone")
 async def test_the_host_name_check_can_be_turned_off_in_the_url(tls_server):
     server, cert = tls_server
     await stats_over(
@@ -355,14 +370,16 @@ async def test_the_host_name_check_can_be_turned_off_in_the_url(tls_server):
     )
 
 
+@client_gap("every TLS failure is reported as a connect timeout, without its reason")
 async def test_tls_to_an_untrusted_certificate_fails_verification(tls_server):
     server, _ = tls_server
     with pytest.raises(BackendUnavailable) as raised:
         await stats_over(f"rediss://:{ENCODED}@localhost:{server.port}/0")
-    assert "certificate verify failed: self-signed certificate" in str(raised.value)
+    assert "certificate verify failed: unable to get local issuer certificate" in str(raised.value)
     assert ENCODED not in str(raised.value)
 
 
+@client_gap("every TLS failure is reported as a connect timeout, without its reason")
 def test_the_command_line_says_certificate_verify_failed_in_one_line(tls_server):
     server, cert = tls_server
     result = subprocess.run(

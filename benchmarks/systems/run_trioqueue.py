@@ -1,12 +1,16 @@
 """trioqueue's benchmark adapter: RedisBackend + open_worker_pool (see ``_adapter.py``).
 
 Variants: ``reliable`` (the default mode: BLMOVE into a processing list, leases,
-the recovery set and fencing all on; min_idle 30 s) and ``simple`` (at-most-once lists).
+the recovery set and fencing all on; min_idle 30 s), ``simple`` (at-most-once
+lists), and ``reliable-glide`` (reliable, on the experimental valkey-glide client
+instead of coredis: ``TRIOQUEUE_REDIS_CLIENT=glide``).
 Settings: ``workers`` = ``prefetch`` = the concurrency, claims and acks batched
 (the defaults), a capacity large enough for every job.
 """
 
 from __future__ import annotations
+
+import os
 
 import trio
 from _adapter import Args, Recorder, main
@@ -17,6 +21,8 @@ CAPACITY = 1_000_000  # the benchmark measures speed, not backpressure
 
 
 def backend(args: Args) -> trioqueue.RedisBackend:
+    if args.variant == "reliable-glide":
+        os.environ["TRIOQUEUE_REDIS_CLIENT"] = "glide"
     if args.variant == "simple":
         return trioqueue.RedisBackend(
             args.url, queue="{" + args.queue + "}", capacity=CAPACITY, reliable=False
@@ -57,4 +63,4 @@ def work(args: Args, recorder: Recorder) -> None:
 
 
 if __name__ == "__main__":
-    main(enqueue, work, variants=("reliable", "simple"))
+    main(enqueue, work, variants=("reliable", "simple", "reliable-glide"))

@@ -38,7 +38,8 @@ from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
-from ._redis_connection import RedisConnection, decode_record, text
+from ._redis_client import connect
+from ._redis_connection import decode_record, text
 from ._redis_keys import RedisKeys
 from ._redis_scripts import READ_ONLY
 
@@ -229,7 +230,7 @@ class RedisBackend:
             )
         self._clock = clock
         self._max_deliveries = max_deliveries
-        self._conn = RedisConnection(url, self._keys, self._head)
+        self._conn = connect(url, self._keys, self._head)
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         # outcomes reported while one batch is in flight share the next round trip

@@ -46,7 +46,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
     _MISSING = "the Redis backend needs coredis: pip install 'trioqueue[redis]'"
     raise ImportError(f"{_MISSING} (in a checkout: pip install '.[redis]')") from exc
 
-__all__ = ["IO_TIMEOUT", "RedisConnection", "decode_record", "redacted", "text"]
+__all__ = [
+    "IO_TIMEOUT",
+    "RedisConnection",
+    "decode_record",
+    "log_unblock_refused",
+    "redacted",
+    "text",
+]
 
 logger = logging.getLogger("trioqueue.redis")
 
@@ -113,6 +120,15 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
     )
 
 
+def log_unblock_refused(exc: Exception) -> None:
+    """Say that a wait could not be ended at once, and what permission it needs."""
+    logger.warning(
+        "could not end a wait for jobs at once (%s); give the Redis user "
+        "+client|unblock (see the README's ACL)",
+        exc,
+    )
+
+
 @final
 class RedisConnection:
     """The client of one queue, opened and closed by its backend.
@@ -132,20 +148,7 @@ class RedisConnection:
         """The URL without its password: for messages and logs."""
         self._keys = keys
         self._head = head
-        self._key_list = [
-            keys.ready,
-            keys.processing,
-            keys.claims,
-            keys.dead,
-            keys.unqueued,
-            keys.finished,
-            keys.stats,
-            keys.sequence,
-            keys.config,
-            keys.suspects,
-            keys.held,
-            keys.retrying,
-        ]
+        self._key_list = keys.script_keys()
         self._client: coredis.Redis[bytes] | None = None
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
@@ -261,18 +264,8 @@ class RedisConnection:
                 except trio.Cancelled:
                     deadline = trio.current_time() + IO_TIMEOUT
                     with trio.CancelScope(shield=True, deadline=deadline):
-                        try:
-                            if connection.client_id is not None:
-                                await self.client.client_unblock(
-                                    connection.client_id, PureToken.TIMEOUT
-                                )
-                        except coredis.exceptions.ResponseError as exc:  # e.g. NOPERM
-                            # the wait then ends with its own timeout (stopping is slower)
-                            logger.warning(
-                                "could not end a wait for jobs at once (%s); give the "
-                                "Redis user +client|unblock (see the README's ACL)",
-                                exc,
-                            )
+                        if connection.client_id is not None:
+                            await self.unblock(connection.client_id)
                         element = await request
                         if isinstance(element, bytes):
                             await self.run("unmove", element)
@@ -286,6 +279,17 @@ class RedisConnection:
             return None
         assert reply is None or isinstance(reply, bytes)
         return reply
+
+    async def unblock(self, client_id: int) -> bool:
+        """End the blocking wait of connection *client_id*; whether one was waiting.
+
+        A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
+        """
+        try:
+            return bool(await self.client.client_unblock(client_id, PureToken.TIMEOUT))
+        except coredis.exceptions.ResponseError as exc:
+            log_unblock_refused(exc)
+            return False
 
     async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
         """What a script's error reply means, as the error to raise."""

@@ -128,6 +128,23 @@ class RedisKeys:
         keys.check_one_slot()
         return keys
 
+    def script_keys(self) -> list[str]:
+        """The keys every script gets, in the order of ``lua/prelude.lua``'s KEYS."""
+        return [
+            self.ready,
+            self.processing,
+            self.claims,
+            self.dead,
+            self.unqueued,
+            self.finished,
+            self.stats,
+            self.sequence,
+            self.config,
+            self.suspects,
+            self.held,
+            self.retrying,
+        ]
+
     def all_keys(self) -> dict[str, str]:
         """Every key by its role (the job prefix with a sample id)."""
         named = attrs.asdict(self)

@@ -1,0 +1,106 @@
+"""Choosing the Redis client, and how a URL becomes a valkey-glide configuration.
+
+The glide connection's behaviour is the Redis tests' subject (``nox -s
+tests_glide`` runs them on it); these check what happens before any connection.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+import trioqueue
+from trioqueue._backends._redis_client import CLIENT_ENV, connect
+from trioqueue._backends._redis_connection import RedisConnection
+from trioqueue._backends._redis_glide import GlideConnection, glide_configuration
+from trioqueue._backends._redis_keys import RedisKeys
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+KEYS = RedisKeys.for_queue("{q}")
+
+
+def head() -> list[str]:
+    return []
+
+
+def test_coredis_is_the_client_unless_the_environment_says_glide(monkeypatch):
+    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    assert isinstance(connect("redis://localhost/0", KEYS, head), RedisConnection)
+    monkeypatch.setenv(CLIENT_ENV, " Glide ")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+    monkeypatch.setenv(CLIENT_ENV, "coredis")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), RedisConnection)
+
+
+def test_an_unknown_client_is_refused_with_the_choices(monkeypatch):
+    monkeypatch.setenv(CLIENT_ENV, "hiredis")
+    with pytest.raises(trioqueue.ConfigurationError) as raised:
+        trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
+    assert str(raised.value) == (
+        "TRIOQUEUE_REDIS_CLIENT='hiredis': use coredis (the default) or glide, or unset it"
+    )
+
+
+def test_a_url_gives_the_address_credentials_and_database():
+    config = glide_configuration("redis://alice:p%40ss%23@example.com:6380/2")
+    (address,) = config.addresses
+    assert (address.host, address.port) == ("example.com", 6380)
+    assert config.credentials is not None
+    assert (config.credentials.username, config.credentials.password) == ("alice", "p@ss#")
+    assert (config.database_id, config.use_tls, config.lazy_connect) == (2, False, True)
+    assert config.request_timeout == 10_000  # glide's own default is 250 ms
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("redis://localhost:6379/0?password=s%26cret", "s&cret"),
+        ("redis://:secret@localhost/0", "secret"),
+        ("redis://secret@localhost/0", "secret"),  # a lone name is a password
+    ],
+)
+def test_every_form_of_password_is_read(url, password):
+    config = glide_configuration(url)
+    assert config.credentials is not None
+    assert config.credentials.password == password
+    assert config.credentials.username is None
+
+
+def test_no_password_means_no_credentials():
+    config = glide_configuration("redis://localhost")
+    (address,) = config.addresses
+    assert (address.host, address.port, config.database_id) == ("localhost", 6379, 0)
+    assert config.credentials is None
+
+
+def test_a_unix_socket_url_gives_its_path_and_database():
+    config = glide_configuration("unix:///run/redis/redis.sock?db=3")
+    (address,) = config.addresses
+    assert address.unix_socket_path == "/run/redis/redis.sock"
+    assert config.database_id == 3
+
+
+def test_tls_options_are_read_from_the_url(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    config = glide_configuration(f"rediss://localhost:6380/0?ssl_ca_certs={ca}")
+    assert config.use_tls
+    assert config.advanced_config is not None
+    tls = config.advanced_config.tls_config
+    assert tls is not None
+    assert tls.root_pem_cacerts == ca.read_bytes()
+    assert not tls.use_insecure_tls
+    insecure = glide_configuration("rediss://localhost:6380/0?ssl_cert_reqs=none")
+    assert insecure.advanced_config is not None
+    assert insecure.advanced_config.tls_config is not None
+    assert insecure.advanced_config.tls_config.use_insecure_tls
+
+
+def test_turning_off_only_the_host_name_check_is_refused_with_what_to_do():
+    with pytest.raises(trioqueue.TrioqueueError) as raised:
+        glide_configuration("rediss://127.0.0.1:6380/0?ssl_check_hostname=false")
+    assert "connect by a name the certificate holds" in str(raised.value)
+    assert "?ssl_cert_reqs=none" in str(raised.value)

@@ -1,0 +1,362 @@
+"""One queue's connection to Redis through valkey-glide (experimental; see `RedisConnection`).
+
+The same interface and the same meaning of errors as the coredis connection:
+scripts get the queue's keys and the shared head of arguments, a reply that does
+not come within the I/O timeout and any connection error become
+`BackendUnavailable` (never showing the password), a script the server refuses
+becomes `BackendRefused`. Chosen with ``TRIOQUEUE_REDIS_CLIENT=glide`` while the
+port is measured (issue 14); what differs from coredis is said where it happens.
+
+glide multiplexes one connection per client, so each blocking ``BLMOVE`` gets a
+client of its own (kept for the next wait): on a shared one, a cancelled wait's
+moved element was lost, and two waits queued behind each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from .._exceptions import BackendOutOfMemory, BackendRefused, BackendUnavailable, TrioqueueError
+from ._redis_connection import log_unblock_refused
+from ._redis_scripts import load_sources
+from ._redis_url import CredentialsRefused, check_url, redacted, scrubbed
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+
+    from ._redis_keys import RedisKeys
+
+import glide
+
+__all__ = ["GlideConnection", "glide_configuration"]
+
+logger = logging.getLogger("trioqueue.redis")
+
+IO_TIMEOUT: Final = 10.0  # as the coredis connection's
+_CONNECT_TIMEOUT_MS: Final = 2_000
+# a refusal's text, as glide words it: "...: TRIOQUEUE_KEY {q}.stats is a string ..."
+_KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)
+_CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
+# errors that mean "not now" rather than "no": glide raises a plain RequestError
+# when it cannot connect, and a restarted server refuses commands while it loads
+_TRANSIENT: Final = (
+    "connect failed",
+    "IoError",
+    "Connection refused",
+    "Broken pipe",
+    "Connection reset",
+    "LOADING",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+)
+
+glide.Logger.set_logger_config(glide.LogLevel.OFF)  # else it writes to standard output
+
+
+def glide_configuration(url: str) -> glide.GlideClientConfiguration:
+    """The glide client configuration a (checked) Redis URL means.
+
+    ``redis://[user:password@]host[:port][/db]``, ``rediss://`` (TLS; the
+    certificate is verified against ``?ssl_ca_certs=PATH`` or the system's CAs,
+    and ``?ssl_cert_reqs=none`` turns verification off), ``unix://path?db=N``;
+    ``?password=`` and ``?ssl_certfile=``/``?ssl_keyfile=`` (a client certificate)
+    are read too. glide has no switch for the host-name check alone, so
+    ``?ssl_check_hostname=false`` is refused with what to do instead.
+    """
+    parts = urllib.parse.urlsplit(url)
+    options = {k.lower(): v for k, v in urllib.parse.parse_qsl(parts.query)}
+    scheme = parts.scheme.lower()
+    if scheme == "unix":
+        address = glide.NodeAddress(unix_socket_path=urllib.parse.unquote(parts.path))
+        db = int(options.get("db", "0"))
+    else:
+        address = glide.NodeAddress(parts.hostname or "localhost", parts.port or 6379)
+        path = parts.path.strip("/")
+        db = int(path or options.get("db", "0"))
+    password = options.get("password")
+    if parts.password is not None:
+        password = urllib.parse.unquote(parts.password)
+    username = urllib.parse.unquote(parts.username) if parts.username else None
+    if username and parts.password is None and password is None:
+        username, password = None, username  # a lone name is a password (as redis-py reads it)
+    credentials = (
+        glide.ServerCredentials(password=password, username=username or None)
+        if password is not None
+        else None
+    )
+    tls = None
+    if scheme == "rediss":
+        if options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
+            raise TrioqueueError(
+                "this Redis client cannot skip the certificate's host-name check alone: "
+                "connect by a name the certificate holds, or turn verification off with "
+                "?ssl_cert_reqs=none"
+            )
+        insecure = options.get("ssl_cert_reqs", "").lower() == "none"
+        ca = options.get("ssl_ca_certs")
+        tls = glide.TlsAdvancedConfiguration(
+            use_insecure_tls=insecure or None,
+            root_pem_cacerts=Path(ca).read_bytes() if ca and not insecure else None,
+            client_cert_path=options.get("ssl_certfile"),
+            client_key_path=options.get("ssl_keyfile"),
+        )
+    return glide.GlideClientConfiguration(
+        [address],
+        use_tls=scheme == "rediss",
+        credentials=credentials,
+        database_id=db,
+        request_timeout=int(IO_TIMEOUT * 1000),  # glide's default is 250 ms
+        # Redis may be down when a worker starts: it connects on the first request
+        lazy_connect=True,
+        advanced_config=glide.AdvancedGlideClientConfiguration(
+            connection_timeout=_CONNECT_TIMEOUT_MS, tls_config=tls
+        ),
+    )
+
+
+@final
+class GlideConnection:
+    """The glide client of one queue, opened and closed by its backend.
+
+    Args:
+        url: ``redis://host:port/db`` (see `glide_configuration`).
+        keys: The queue's keys, passed to every script in the prelude's order.
+        head: Returns the shared head of arguments for each script call.
+    """
+
+    def __init__(
+        self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
+    ) -> None:
+        check_url(url)
+        self._url = url
+        self.where = redacted(url)
+        """The URL without its password: for messages and logs."""
+        self._keys = keys
+        self._head = head
+        self._key_list = keys.script_keys()
+        self._client: glide.GlideClient | None = None
+        self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
+        self._all_waiters: list[glide.GlideClient] = []
+        self._scripts: dict[str, glide.Script] = {}
+
+    async def open(self) -> None:
+        """Create the client and the scripts (connecting happens on first use)."""
+        with self.reachable():
+            self._client = await glide.GlideClient.create(glide_configuration(self._url))
+        scripts = load_sources().items()
+        self._scripts = {name: glide.Script(src) for name, src in scripts}  # type: ignore[no-untyped-call]
+
+    async def close(self) -> None:
+        """Close both clients."""
+        clients = [self._client, *self._all_waiters]
+        self._client, self._waiters, self._all_waiters = None, [], []
+        for client in clients:
+            if client is not None:
+                with trio.CancelScope(shield=True), contextlib.suppress(glide.GlideError):
+                    await client.close()
+
+    @property
+    def client(self) -> glide.GlideClient:
+        """The open client.
+
+        Raises:
+            TrioqueueError: The backend is not open.
+        """
+        if self._client is None:
+            raise TrioqueueError(
+                "the RedisBackend is not connected: use it as `async with backend:` "
+                "around the pools and queues that use it"
+            )
+        return self._client
+
+    @contextlib.contextmanager
+    def reachable(self) -> Iterator[None]:
+        """Turn glide's connection errors into `BackendUnavailable`.
+
+        Refused credentials become `CredentialsRefused` (a `BackendUnavailable`
+        too). Unlike coredis, glide reports a password changed under a running
+        client as timeouts until it reconnects.
+        """
+        try:
+            yield
+        except BackendUnavailable:
+            raise
+        except (glide.ConnectionError, glide.TimeoutError, glide.ClosingError, OSError) as exc:
+            detail = scrubbed(str(exc) or type(exc).__name__, self._url)
+            if any(word in detail for word in _CREDENTIALS):
+                raise CredentialsRefused(self.where, detail) from exc
+            raise BackendUnavailable(self.where, detail) from exc
+        except glide.RequestError as exc:
+            detail = scrubbed(str(exc), self._url)
+            if any(word in detail for word in _CREDENTIALS):
+                raise CredentialsRefused(self.where, detail) from exc
+            if any(word in detail for word in _TRANSIENT):
+                raise BackendUnavailable(self.where, detail) from exc
+            raise
+
+    async def hash(self, key: str) -> dict[bytes, bytes]:
+        """``HGETALL key``: the fields of one hash, empty when there is none."""
+        with self.reachable():
+            return await self.client.hgetall(key)
+
+    async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
+        """The fields of many hashes, in one round trip (a batch)."""
+        if not keys:
+            return []
+        batch = glide.Batch(is_atomic=False)
+        for key in keys:
+            batch.hgetall(key)
+        with self.reachable():
+            replies = await self.client.exec(batch, raise_on_error=True)
+        return list(replies or [])
+
+    async def list_items(self, key: str) -> list[bytes]:
+        """``LRANGE key 0 -1``: every element of a list, head first."""
+        with self.reachable():
+            return list(await self.client.lrange(key, 0, -1))
+
+    async def exists(self, *keys: str) -> int:
+        """``EXISTS``: how many of *keys* exist."""
+        with self.reachable():
+            return await self.client.exists(list(keys))
+
+    @contextlib.asynccontextmanager
+    async def _waiting_client(self) -> AsyncIterator[glide.GlideClient]:
+        """A client that makes no other request while the caller blocks on it."""
+        if self._waiters:
+            waiter = self._waiters.pop()
+        else:
+            self.client  # noqa: B018 - raises unless open
+            with self.reachable():
+                waiter = await glide.GlideClient.create(glide_configuration(self._url))
+            self._all_waiters.append(waiter)
+        try:
+            yield waiter
+        finally:
+            if waiter in self._all_waiters:  # not closed meanwhile
+                self._waiters.append(waiter)
+
+    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
+        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
+
+        The wait runs on a client of its own, in a shielded task. When the caller is
+        cancelled, a ``CLIENT UNBLOCK`` from the main client ends it on the server,
+        and an element moved before that landed is put back (the ``unmove`` script).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        async with self._waiting_client() as waiter:
+            return await self._blmove_on(waiter, source, destination, block)
+
+    async def _blmove_on(
+        self, waiter: glide.GlideClient, source: str, destination: str, block: float
+    ) -> bytes | None:
+        with self.reachable():
+            client_id = await waiter.client_id()  # read each time: a reconnect changes it
+        box: dict[str, Any] = {}
+        done = trio.Event()
+
+        async def wait() -> None:
+            with trio.CancelScope(shield=True):
+                try:
+                    box["reply"] = await waiter.blmove(
+                        source, destination, glide.ListDirection.RIGHT,
+                        glide.ListDirection.LEFT, block,
+                    )  # fmt: skip
+                except Exception as exc:  # handed to the caller below
+                    box["error"] = exc
+                finally:
+                    done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            try:
+                await done.wait()
+            except trio.Cancelled:
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + IO_TIMEOUT):
+                    await self.unblock(client_id)
+                    await done.wait()
+                    if isinstance(box.get("reply"), bytes):
+                        await self.run("unmove", box["reply"])
+                raise
+        if "error" in box:
+            error = box["error"]
+            with self.reachable():
+                if not (isinstance(error, glide.RequestError) and "OOM" in str(error)):
+                    raise error
+            # a full Redis refuses BLMOVE: wait, then look again (as the coredis one)
+            await trio.sleep(block)
+            return None
+        reply = box.get("reply")
+        assert reply is None or isinstance(reply, bytes)
+        return reply
+
+    async def unblock(self, client_id: int) -> bool:
+        """End the blocking wait of connection *client_id*; whether one was waiting.
+
+        A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
+        """
+        try:
+            reply = await self.client.custom_command(
+                ["CLIENT", "UNBLOCK", str(client_id), "TIMEOUT"]
+            )
+        except glide.RequestError as exc:
+            log_unblock_refused(exc)
+            return False
+        return bool(reply)
+
+    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
+        """What a script's error reply means, as the error to raise."""
+        message = scrubbed(str(exc), self._url)
+        if "OOM" in message:
+            limit = "unknown"
+            with contextlib.suppress(Exception), trio.move_on_after(1):
+                reply = await self.client.config_get(["maxmemory"])
+                value = reply.get(b"maxmemory", b"0") if isinstance(reply, dict) else b"0"
+                limit = f"{int(value or 0) // 1024} KiB"
+            return BackendOutOfMemory(self.where, limit)
+        found = _KEY_REFUSAL.search(message)
+        if found:
+            return BackendRefused(
+                self.where,
+                f"Redis at {self.where} refused {name}: the key {found['detail']}. It was "
+                "changed by hand: restore it, or rename it out of the way (the queue starts "
+                "that key afresh); a worker pool retries meanwhile",
+            )
+        return BackendRefused(
+            self.where,
+            f"Redis at {self.where} refused {name}: {message}. A worker pool "
+            "retries; if this goes on, a key of the queue may have been changed by hand "
+            f"(the queue's keys start with {self._keys.ready!r})",
+        )
+
+    async def run(self, name: str, *args: str | bytes | float) -> Any:
+        """Run script *name* with the shared head and *args*; its reply.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached, or did not reply in time
+                (then the script may or may not have run).
+        """
+        client = self.client
+        script = self._scripts[name]
+        values = [v if isinstance(v, str | bytes) else repr(v) for v in (*self._head(), *args)]
+        deadline = trio.current_time() + IO_TIMEOUT
+        with trio.CancelScope(shield=True, deadline=deadline), self.reachable():
+            try:
+                return await client.invoke_script(script, keys=self._key_list, args=values)
+            except glide.RequestError as exc:
+                if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
+                    raise  # reachable() says what it means
+                if any(word in str(exc) for word in (*_CREDENTIALS, *_TRANSIENT)):
+                    raise
+                raise await self._refusal(f"the {name} script", exc) from exc
+        raise BackendUnavailable(self.where, f"no reply to the {name} script within {IO_TIMEOUT}s")
