@@ -41,6 +41,7 @@ logger = logging.getLogger("trioqueue.redis")
 
 IO_TIMEOUT: Final = 10.0  # as the coredis connection's
 _CONNECT_TIMEOUT_MS: Final = 2_000
+_UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 # a refusal's text, as glide words it: "...: TRIOQUEUE_KEY {q}.stats is a string ..."
 _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)
 _CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
@@ -283,8 +284,15 @@ class GlideConnection:
                 await done.wait()
             except trio.Cancelled:
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + IO_TIMEOUT):
-                    await self.unblock(client_id)
-                    await done.wait()
+                    # glide sends the BLMOVE from its own thread: an UNBLOCK may reach the
+                    # server first and find nothing to end, so it goes again until the
+                    # wait is over
+                    while not done.is_set():
+                        if await self.unblock(client_id):
+                            await done.wait()
+                        else:
+                            with trio.move_on_after(_UNBLOCK_AGAIN):
+                                await done.wait()
                     if isinstance(box.get("reply"), bytes):
                         await self.run("unmove", box["reply"])
                 raise
