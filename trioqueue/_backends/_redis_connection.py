@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final, final
+import re
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
 
 import trio
 
@@ -48,6 +49,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
 
 __all__ = [
     "IO_TIMEOUT",
+    "ConnectionBase",
     "RedisConnection",
     "decode_record",
     "log_unblock_refused",
@@ -56,6 +58,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("trioqueue.redis")
+
+ClientT = TypeVar("ClientT")
 
 IO_TIMEOUT: Final = 10.0
 """Longest wait, in seconds, for one reply from Redis."""
@@ -129,9 +133,12 @@ def log_unblock_refused(exc: Exception) -> None:
     )
 
 
-@final
-class RedisConnection:
-    """The client of one queue, opened and closed by its backend.
+_OOM: Final = re.compile(r"(?:^|\W)OOM\b")  # a write refused for want of memory
+_KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
+
+
+class ConnectionBase(Generic[ClientT]):
+    """What the connections on either client share: the URL, the keys, the refusals.
 
     Args:
         url: ``redis://host:port/db``.
@@ -149,7 +156,58 @@ class RedisConnection:
         self._keys = keys
         self._head = head
         self._key_list = keys.script_keys()
-        self._client: coredis.Redis[bytes] | None = None
+        self._client: ClientT | None = None
+
+    @property
+    def client(self) -> ClientT:
+        """The open client.
+
+        Raises:
+            TrioqueueError: The backend is not open.
+        """
+        if self._client is None:
+            raise TrioqueueError(
+                "the RedisBackend is not connected: use it as `async with backend:` "
+                "around the pools and queues that use it"
+            )
+        return self._client
+
+    async def _maxmemory(self) -> int:
+        """The server's ``maxmemory`` in bytes (0: no limit)."""
+        raise NotImplementedError
+
+    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
+        """What an error reply to *name* (a script, a command) means, as the error to raise."""
+        message = scrubbed(str(exc), self._url)
+        if _OOM.search(message):  # refused before it ran (see _redis_scripts.FLAGS)
+            limit = "unknown"
+            with contextlib.suppress(Exception), trio.move_on_after(1):
+                limit = f"{await self._maxmemory() // 1024} KiB"
+            return BackendOutOfMemory(self.where, limit)
+        found = _KEY_REFUSAL.search(message)
+        if found:  # refused before it wrote anything (see lua/prelude.lua)
+            return BackendRefused(
+                self.where,
+                f"Redis at {self.where} refused {name}: the key {found['detail']}. It was "
+                "changed by hand: restore it, or rename it out of the way (the queue starts "
+                "that key afresh); a worker pool retries meanwhile",
+            )
+        return BackendRefused(
+            self.where,
+            f"Redis at {self.where} refused {name}: {message}. A worker pool "
+            "retries; if this goes on, a key of the queue may have been changed by hand "
+            f"(the queue's keys start with {self._keys.ready!r})",
+        )
+
+
+@final
+class RedisConnection(ConnectionBase["coredis.Redis[bytes]"]):
+    """The coredis client of one queue, opened and closed by its backend (see `ConnectionBase`)."""
+
+    def __init__(
+        self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
+    ) -> None:
+        super().__init__(url, keys, head)
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
 
@@ -174,20 +232,6 @@ class RedisConnection:
         stack, self._exit, self._client = self._exit, None, None
         if stack is not None:
             await stack.aclose()
-
-    @property
-    def client(self) -> coredis.Redis[bytes]:
-        """The open client.
-
-        Raises:
-            TrioqueueError: The backend is not open.
-        """
-        if self._client is None:
-            raise TrioqueueError(
-                "the RedisBackend is not connected: use it as `async with backend:` "
-                "around the pools and queues that use it"
-            )
-        return self._client
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none.
@@ -291,29 +335,9 @@ class RedisConnection:
             log_unblock_refused(exc)
             return False
 
-    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
-        """What a script's error reply means, as the error to raise."""
-        message = str(exc)
-        if message.startswith("OOM"):  # refused before it ran (see _redis_scripts.FLAGS)
-            limit = "unknown"
-            with contextlib.suppress(Exception), trio.move_on_after(1):
-                reply = await self.client.config_get(["maxmemory"])
-                limit = f"{int(reply.get(b'maxmemory', b'0') or 0) // 1024} KiB"
-            return BackendOutOfMemory(self.where, limit)
-        _, marker, detail = message.partition("TRIOQUEUE_KEY ")
-        if marker:  # refused before it wrote anything (see lua/prelude.lua)
-            return BackendRefused(
-                self.where,
-                f"Redis at {self.where} refused {name}: the key {detail}. It was changed "
-                "by hand: restore it, or rename it out of the way (the queue starts that "
-                "key afresh); a worker pool retries meanwhile",
-            )
-        return BackendRefused(
-            self.where,
-            f"Redis at {self.where} refused {name}: {message}. A worker pool "
-            "retries; if this goes on, a key of the queue may have been changed by hand "
-            f"(the queue's keys start with {self._keys.ready!r})",
-        )
+    async def _maxmemory(self) -> int:
+        reply = await self.client.config_get(["maxmemory"])
+        return int(reply.get(b"maxmemory", b"0") or 0)
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.

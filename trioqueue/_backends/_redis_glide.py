@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from .._exceptions import BackendOutOfMemory, BackendRefused, BackendUnavailable, TrioqueueError
-from ._redis_connection import log_unblock_refused
+from .._exceptions import BackendUnavailable, TrioqueueError
+from ._redis_connection import ConnectionBase, log_unblock_refused
 from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, check_url, redacted, scrubbed
+from ._redis_url import CredentialsRefused, scrubbed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -42,8 +41,6 @@ logger = logging.getLogger("trioqueue.redis")
 IO_TIMEOUT: Final = 10.0  # as the coredis connection's
 _CONNECT_TIMEOUT_MS: Final = 2_000
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
-# a refusal's text, as glide words it: "...: TRIOQUEUE_KEY {q}.stats is a string ..."
-_KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)
 _CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
 # when it cannot connect, and a restarted server refuses commands while it loads
@@ -124,26 +121,16 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
 
 
 @final
-class GlideConnection:
+class GlideConnection(ConnectionBase[glide.GlideClient]):
     """The glide client of one queue, opened and closed by its backend.
 
-    Args:
-        url: ``redis://host:port/db`` (see `glide_configuration`).
-        keys: The queue's keys, passed to every script in the prelude's order.
-        head: Returns the shared head of arguments for each script call.
+    URLs as `glide_configuration` reads them; otherwise see `ConnectionBase`.
     """
 
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
-        check_url(url)
-        self._url = url
-        self.where = redacted(url)
-        """The URL without its password: for messages and logs."""
-        self._keys = keys
-        self._head = head
-        self._key_list = keys.script_keys()
-        self._client: glide.GlideClient | None = None
+        super().__init__(url, keys, head)
         self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[glide.GlideClient] = []
         self._scripts: dict[str, glide.Script] = {}
@@ -163,20 +150,6 @@ class GlideConnection:
             if client is not None:
                 with trio.CancelScope(shield=True), contextlib.suppress(glide.GlideError):
                     await client.close()
-
-    @property
-    def client(self) -> glide.GlideClient:
-        """The open client.
-
-        Raises:
-            TrioqueueError: The backend is not open.
-        """
-        if self._client is None:
-            raise TrioqueueError(
-                "the RedisBackend is not connected: use it as `async with backend:` "
-                "around the pools and queues that use it"
-            )
-        return self._client
 
     @contextlib.contextmanager
     def reachable(self) -> Iterator[None]:
@@ -322,30 +295,9 @@ class GlideConnection:
             return False
         return bool(reply)
 
-    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
-        """What a script's error reply means, as the error to raise."""
-        message = scrubbed(str(exc), self._url)
-        if "OOM" in message:
-            limit = "unknown"
-            with contextlib.suppress(Exception), trio.move_on_after(1):
-                reply = await self.client.config_get(["maxmemory"])
-                value = reply.get(b"maxmemory", b"0") if isinstance(reply, dict) else b"0"
-                limit = f"{int(value or 0) // 1024} KiB"
-            return BackendOutOfMemory(self.where, limit)
-        found = _KEY_REFUSAL.search(message)
-        if found:
-            return BackendRefused(
-                self.where,
-                f"Redis at {self.where} refused {name}: the key {found['detail']}. It was "
-                "changed by hand: restore it, or rename it out of the way (the queue starts "
-                "that key afresh); a worker pool retries meanwhile",
-            )
-        return BackendRefused(
-            self.where,
-            f"Redis at {self.where} refused {name}: {message}. A worker pool "
-            "retries; if this goes on, a key of the queue may have been changed by hand "
-            f"(the queue's keys start with {self._keys.ready!r})",
-        )
+    async def _maxmemory(self) -> int:
+        reply = await self.client.config_get(["maxmemory"])
+        return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
