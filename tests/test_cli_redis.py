@@ -25,8 +25,6 @@ import coredis
 import pytest
 import trio
 
-from .redis_client import client_gap
-
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
@@ -1047,9 +1045,6 @@ def remaining_lines(worker: Worker) -> list[str]:
     return lines
 
 
-@client_gap(
-    "a password changed under a running client shows as timeouts, not as refused credentials"
-)
 def test_a_worker_waits_out_refused_credentials_and_carries_on(workers):
     import urllib.parse
 

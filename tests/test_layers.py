@@ -31,6 +31,7 @@ TIERS = {
     "_backends._redis_connection": 3,
     "_backends._redis_glide": 3,
     "_backends._redis_client": 3,
+    "_backends._redis_probe": 1,
     "_queue": 4,
     "_maintenance": 4,
     "_outage": 4,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import urllib.parse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -24,6 +24,7 @@ import trio
 
 from .._exceptions import BackendUnavailable, TrioqueueError
 from ._redis_connection import ConnectionBase, log_unblock_refused
+from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed
 
@@ -40,6 +41,7 @@ logger = logging.getLogger("trioqueue.redis")
 
 IO_TIMEOUT: Final = 10.0  # as the coredis connection's
 _CONNECT_TIMEOUT_MS: Final = 2_000
+_PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 _CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
@@ -69,48 +71,36 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     are read too. glide has no switch for the host-name check alone, so
     ``?ssl_check_hostname=false`` is refused with what to do instead.
     """
-    parts = urllib.parse.urlsplit(url)
-    options = {k.lower(): v for k, v in urllib.parse.parse_qsl(parts.query)}
-    scheme = parts.scheme.lower()
-    if scheme == "unix":
-        address = glide.NodeAddress(unix_socket_path=urllib.parse.unquote(parts.path))
-        db = int(options.get("db", "0"))
+    parts = url_parts(url)
+    if parts.socket_path is not None:
+        address = glide.NodeAddress(unix_socket_path=parts.socket_path)
     else:
-        address = glide.NodeAddress(parts.hostname or "localhost", parts.port or 6379)
-        path = parts.path.strip("/")
-        db = int(path or options.get("db", "0"))
-    password = options.get("password")
-    if parts.password is not None:
-        password = urllib.parse.unquote(parts.password)
-    username = urllib.parse.unquote(parts.username) if parts.username else None
-    if username and parts.password is None and password is None:
-        username, password = None, username  # a lone name is a password (as redis-py reads it)
+        address = glide.NodeAddress(parts.host, parts.port)
     credentials = (
-        glide.ServerCredentials(password=password, username=username or None)
-        if password is not None
+        glide.ServerCredentials(password=parts.password, username=parts.username)
+        if parts.password is not None
         else None
     )
     tls = None
-    if scheme == "rediss":
-        if options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
+    if parts.scheme == "rediss":
+        if parts.options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
             raise TrioqueueError(
                 "this Redis client cannot skip the certificate's host-name check alone: "
                 "connect by a name the certificate holds, or turn verification off with "
                 "?ssl_cert_reqs=none"
             )
-        insecure = options.get("ssl_cert_reqs", "").lower() == "none"
-        ca = options.get("ssl_ca_certs")
+        ca = parts.options.get("ssl_ca_certs")
         tls = glide.TlsAdvancedConfiguration(
-            use_insecure_tls=insecure or None,
-            root_pem_cacerts=Path(ca).read_bytes() if ca and not insecure else None,
-            client_cert_path=options.get("ssl_certfile"),
-            client_key_path=options.get("ssl_keyfile"),
+            use_insecure_tls=parts.insecure or None,
+            root_pem_cacerts=Path(ca).read_bytes() if ca and not parts.insecure else None,
+            client_cert_path=parts.options.get("ssl_certfile"),
+            client_key_path=parts.options.get("ssl_keyfile"),
         )
     return glide.GlideClientConfiguration(
         [address],
-        use_tls=scheme == "rediss",
+        use_tls=parts.scheme == "rediss",
         credentials=credentials,
-        database_id=db,
+        database_id=parts.db,
         request_timeout=int(IO_TIMEOUT * 1000),  # glide's default is 250 ms
         # Redis may be down when a worker starts: it connects on the first request
         lazy_connect=True,
@@ -134,6 +124,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[glide.GlideClient] = []
         self._scripts: dict[str, glide.Script] = {}
+        self._probed: tuple[float, BackendUnavailable | None] = (-math.inf, None)
 
     async def open(self) -> None:
         """Create the client and the scripts (connecting happens on first use)."""
@@ -176,9 +167,41 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
                 raise BackendUnavailable(self.where, detail) from exc
             raise
 
+    @contextlib.asynccontextmanager
+    async def _explained(self) -> AsyncIterator[None]:
+        """`reachable`, and when Redis seems unreachable, the reason a probe finds.
+
+        glide says only "timed out" when a TLS handshake fails or a password was
+        changed: the probe (`probe`, in a worker thread, at most once per
+        `_PROBE_EVERY` seconds) finds the certificate error or the refused
+        credentials, as coredis reports them.
+        """
+        try:
+            with self.reachable():
+                yield
+        except CredentialsRefused:
+            raise
+        except BackendUnavailable as exc:
+            better = await self._probe()
+            if better is None:
+                raise
+            raise better from exc
+
+    async def _probe(self) -> BackendUnavailable | None:
+        now = trio.current_time()
+        if now >= self._probed[0]:
+            detail = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
+            found: BackendUnavailable | None = None
+            if detail is not None and any(word in detail for word in _CREDENTIALS):
+                found = CredentialsRefused(self.where, detail)
+            elif detail is not None:
+                found = BackendUnavailable(self.where, detail)
+            self._probed = (now + _PROBE_EVERY, found)
+        return self._probed[1]
+
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none."""
-        with self.reachable():
+        async with self._explained():
             return await self.client.hgetall(key)
 
     async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
@@ -188,18 +211,18 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         batch = glide.Batch(is_atomic=False)
         for key in keys:
             batch.hgetall(key)
-        with self.reachable():
+        async with self._explained():
             replies = await self.client.exec(batch, raise_on_error=True)
         return list(replies or [])
 
     async def list_items(self, key: str) -> list[bytes]:
         """``LRANGE key 0 -1``: every element of a list, head first."""
-        with self.reachable():
+        async with self._explained():
             return list(await self.client.lrange(key, 0, -1))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""
-        with self.reachable():
+        async with self._explained():
             return await self.client.exists(list(keys))
 
     @contextlib.asynccontextmanager
@@ -228,13 +251,13 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         Raises:
             BackendUnavailable: Redis cannot be reached.
         """
-        async with self._waiting_client() as waiter:
+        async with self._explained(), self._waiting_client() as waiter:
             return await self._blmove_on(waiter, source, destination, block)
 
     async def _blmove_on(
         self, waiter: glide.GlideClient, source: str, destination: str, block: float
     ) -> bytes | None:
-        with self.reachable():
+        async with self._explained():
             client_id = await waiter.client_id()  # read each time: a reconnect changes it
         box: dict[str, Any] = {}
         done = trio.Event()
@@ -310,13 +333,16 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         script = self._scripts[name]
         values = [v if isinstance(v, str | bytes) else repr(v) for v in (*self._head(), *args)]
         deadline = trio.current_time() + IO_TIMEOUT
-        with trio.CancelScope(shield=True, deadline=deadline), self.reachable():
-            try:
-                return await client.invoke_script(script, keys=self._key_list, args=values)
-            except glide.RequestError as exc:
-                if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
-                    raise  # reachable() says what it means
-                if any(word in str(exc) for word in (*_CREDENTIALS, *_TRANSIENT)):
-                    raise
-                raise await self._refusal(f"the {name} script", exc) from exc
-        raise BackendUnavailable(self.where, f"no reply to the {name} script within {IO_TIMEOUT}s")
+        async with self._explained():
+            with trio.CancelScope(shield=True, deadline=deadline):
+                try:
+                    return await client.invoke_script(script, keys=self._key_list, args=values)
+                except glide.RequestError as exc:
+                    if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
+                        raise  # reachable() says what it means
+                    if any(word in str(exc) for word in (*_CREDENTIALS, *_TRANSIENT)):
+                        raise
+                    raise await self._refusal(f"the {name} script", exc) from exc
+            raise BackendUnavailable(
+                self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
+            )
