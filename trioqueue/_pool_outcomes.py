@@ -90,15 +90,49 @@ class Reporter:
         outage tracker, which logs for the whole pool; one that gets no reply
         within *io_timeout* is retried like it, logged at DEBUG only.
         """
+        # the first try in one scope: shielded, until io_timeout or the shutdown's deadline
+        started = trio.current_time()
+        deadline = min(self._deadline, started + self._config.io_timeout)
+        problem: object = None
+        with trio.CancelScope(shield=True, deadline=deadline) as scope:
+            self._telling.add(scope)
+            try:
+                await call()
+            except BackendUnavailable as exc:
+                self._outage.failed(exc)
+                problem = getattr(exc, "detail", exc)
+            else:
+                self._outage.succeeded(started)
+                return True
+            finally:
+                self._telling.discard(scope)
+        return await self._tell_again(doing, call, started, problem)
+
+    async def _tell_again(
+        self,
+        doing: str,
+        call: Callable[[], Awaitable[object]],
+        first_failure: float,
+        problem: object,
+    ) -> bool:
+        """The tries after a first that failed (*problem*, or None: no reply in time)."""
         pause = _OUTAGE_PAUSE[0]
-        first_failure: float | None = None
         io_timeout = self._config.io_timeout
         with trio.CancelScope(shield=True, deadline=self._deadline) as scope:
             self._telling.add(scope)
             try:
                 while True:
+                    if problem is None:
+                        problem = f"no reply within {io_timeout}s"
+                    if trio.current_time() >= first_failure + io_timeout and (
+                        self._outage.succeeded_since(first_failure)
+                    ):
+                        return False  # refused, or stuck, while the backend answers others
+                    logger.debug("%s: %s; trying again in %.1f s", doing, problem, pause)
+                    await trio.sleep(pause)
+                    pause = min(pause * 2, _OUTAGE_PAUSE[1])
                     started = trio.current_time()
-                    problem: object = None
+                    problem = None
                     # each try gets io_timeout: a call that hangs is a try that failed
                     with trio.move_on_after(io_timeout):
                         try:
@@ -109,17 +143,6 @@ class Reporter:
                         else:
                             self._outage.succeeded(started)
                             return True
-                    if problem is None:
-                        problem = f"no reply within {io_timeout}s"
-                    if first_failure is None:
-                        first_failure = started
-                    if trio.current_time() >= first_failure + io_timeout and (
-                        self._outage.succeeded_since(first_failure)
-                    ):
-                        return False  # refused, or stuck, while the backend answers others
-                    logger.debug("%s: %s; trying again in %.1f s", doing, problem, pause)
-                    await trio.sleep(pause)
-                    pause = min(pause * 2, _OUTAGE_PAUSE[1])
             finally:
                 self._telling.discard(scope)
         return False
