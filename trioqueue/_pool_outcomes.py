@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from functools import partial
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 import trio
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from ._records import ErrorInfo
 
 __all__ = ["INTERRUPTED", "Reporter"]
+
+_LANDED: Final = object()  # a try whose call landed
 
 logger = logging.getLogger("trioqueue.pool")
 
@@ -97,16 +99,22 @@ class Reporter:
         with trio.CancelScope(shield=True, deadline=deadline) as scope:
             self._telling.add(scope)
             try:
-                await call()
-            except BackendUnavailable as exc:
-                self._outage.failed(exc)
-                problem = getattr(exc, "detail", exc)
-            else:
-                self._outage.succeeded(started)
-                return True
+                if (problem := await self._try(call)) is _LANDED:
+                    return True
             finally:
                 self._telling.discard(scope)
         return await self._tell_again(doing, call, started, problem)
+
+    async def _try(self, call: Callable[[], Awaitable[object]]) -> object:
+        """One try: `_LANDED`, or what `BackendUnavailable` said; the tracker hears of it."""
+        started = trio.current_time()
+        try:
+            await call()
+        except BackendUnavailable as exc:
+            self._outage.failed(exc)
+            return getattr(exc, "detail", exc)
+        self._outage.succeeded(started)
+        return _LANDED
 
     async def _tell_again(
         self,
@@ -131,17 +139,10 @@ class Reporter:
                     logger.debug("%s: %s; trying again in %.1f s", doing, problem, pause)
                     await trio.sleep(pause)
                     pause = min(pause * 2, _OUTAGE_PAUSE[1])
-                    started = trio.current_time()
                     problem = None
                     # each try gets io_timeout: a call that hangs is a try that failed
                     with trio.move_on_after(io_timeout):
-                        try:
-                            await call()
-                        except BackendUnavailable as exc:
-                            self._outage.failed(exc)
-                            problem = getattr(exc, "detail", exc)
-                        else:
-                            self._outage.succeeded(started)
+                        if (problem := await self._try(call)) is _LANDED:
                             return True
             finally:
                 self._telling.discard(scope)
