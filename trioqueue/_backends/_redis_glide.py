@@ -134,7 +134,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         self._scripts = {name: glide.Script(src) for name, src in scripts}  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
-        """Close both clients."""
+        """Close the client and the waiting ones."""
         clients = [self._client, *self._all_waiters]
         self._client, self._waiters, self._all_waiters = None, [], []
         for client in clients:
