@@ -14,7 +14,6 @@ from .._exceptions import ConfigurationError
 from ._redis_connection import RedisConnection
 
 if TYPE_CHECKING:
-    import contextlib
     from collections.abc import Callable, Sequence
 
     from ._redis_keys import RedisKeys
@@ -36,9 +35,6 @@ class Connection(Protocol):
 
     async def close(self) -> None:
         """Close the client."""
-
-    def reachable(self) -> contextlib.AbstractContextManager[None]:
-        """Turn the client's connection errors into `BackendUnavailable`."""
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``."""
