@@ -24,23 +24,27 @@ def _save(figure: Any, name: str) -> None:
 
 
 def peer_plots(data: dict[str, Any]) -> None:
-    """``peers_throughput.png`` (bars with ranges) and ``peers_latency.png`` (CDFs)."""
+    """``peers_throughput.png`` (bars with ranges, two workloads), ``peers_latency.png`` (CDFs)."""
     systems = sorted(data["systems"].items(), key=lambda kv: kv[1]["throughput"]["median"])
     names = [name for name, _ in systems]
-    medians = [s["throughput"]["median"] for _, s in systems]
-    low = [s["throughput"]["median"] - s["throughput"]["min"] for _, s in systems]
-    high = [s["throughput"]["max"] - s["throughput"]["median"] for _, s in systems]
     colours = [OURS_COLOUR if n.startswith("trioqueue") else PEER_COLOUR for n in names]
-    figure, axes = plt.subplots(figsize=(8, 0.45 * len(names) + 1.6))
-    axes.barh(names, medians, xerr=[low, high], color=colours, capsize=3)
+    figure, panels = plt.subplots(1, 2, figsize=(12, 0.45 * len(names) + 1.6), sharey=True)
+    titles = {"throughput": "no-op handler", "throughput_io": "one Redis round trip per handler"}
+    for axes, (key, title) in zip(panels, titles.items(), strict=True):
+        medians = [s[key]["median"] for _, s in systems]
+        low = [s[key]["median"] - s[key]["min"] for _, s in systems]
+        high = [s[key]["max"] - s[key]["median"] for _, s in systems]
+        axes.barh(names, medians, xerr=[low, high], color=colours, capsize=3)
+        axes.set_title(f"Throughput on Redis, {title}", fontsize=10)
+        axes.set_xlabel(
+            f"jobs/s, one worker process, concurrency {data['settings']['concurrency']}\n"
+            f"(median of {data['settings']['rounds']}, bars: range)"
+        )
     floor = data["floor_blmove"]["median"]
-    axes.axvline(floor, color="black", linestyle="--", linewidth=1)
-    axes.annotate("bare BLMOVE+LREM", (floor, len(names) - 0.5), fontsize=8, ha="left", va="bottom")
-    axes.set_xlabel(
-        f"jobs/s, one worker process, concurrency {data['settings']['concurrency']} "
-        f"(median of {data['settings']['rounds']}, bars: range)"
+    panels[0].axvline(floor, color="black", linestyle="--", linewidth=1)
+    panels[0].annotate(
+        "bare BLMOVE+LREM", (floor, len(names) - 0.5), fontsize=8, ha="left", va="bottom"
     )
-    axes.set_title("Throughput on Redis, no-op jobs")
     _save(figure, "peers_throughput.png")
 
     figure, axes = plt.subplots(figsize=(8, 5))

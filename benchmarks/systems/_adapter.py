@@ -16,7 +16,8 @@ functions of its own:
     before the worker starts taking jobs (after imports and set-up). The
     recorder ends the process once every job has run and a short settle time
     has passed (to catch duplicates), or at ``args.timeout``: ``work`` need not
-    return.
+    return. With ``--handler-io redis`` the handler then makes one Redis round
+    trip with the client ``_round_trip.py`` gives its runtime.
 
 The driver (``benchmarks/peers.py``) runs ``run_<system>.py enqueue ...`` and
 ``run_<system>.py work ...`` as separate processes and reads the JSON the
@@ -50,6 +51,7 @@ class Args(argparse.Namespace):
     concurrency: int
     timeout: float
     variant: str
+    handler_io: str
 
     def payload(self, i: int) -> dict[str, Any]:
         """Job *i*'s payload: ``{"i": i}``, plus its enqueue time when paced."""
@@ -133,6 +135,7 @@ def main(
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--variant", choices=variants, default=variants[0])
+    parser.add_argument("--handler-io", choices=("none", "redis"), default="none")
     args = parser.parse_args(namespace=Args())
     if args.command == "enqueue":
         enqueue(args)

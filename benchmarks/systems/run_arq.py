@@ -27,6 +27,7 @@ import asyncio
 from typing import Any
 
 from _adapter import Args, Recorder, main
+from _round_trip import asyncio_round_trip
 from arq import Worker, create_pool, func
 from arq.connections import RedisSettings
 
@@ -52,8 +53,11 @@ def enqueue(args: Args) -> None:
 def work(args: Args, recorder: Recorder) -> None:
     async def noop(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         recorder.record(payload)
+        if ctx["round_trip"] is not None:
+            await ctx["round_trip"](payload)
 
     async def startup(ctx: dict[str, Any]) -> None:
+        ctx["round_trip"] = await asyncio_round_trip(args)  # on arq's own event loop
         recorder.start()  # arq calls this once connected, right before its first poll
 
     worker = Worker(

@@ -32,6 +32,7 @@ from typing import Any
 
 import dramatiq
 from _adapter import Args, Recorder, main
+from _round_trip import thread_round_trip
 from dramatiq.brokers.redis import RedisBroker
 
 ACTOR = "noop"
@@ -59,8 +60,12 @@ def enqueue(args: Args) -> None:
 
 
 def work(args: Args, recorder: Recorder) -> None:
+    round_trip = thread_round_trip(args)
+
     def noop(payload: dict[str, Any]) -> None:
         recorder.record(payload)
+        if round_trip is not None:
+            round_trip(payload)
 
     redis = broker(args)
     dramatiq.actor(noop, actor_name=ACTOR, queue_name=args.queue)

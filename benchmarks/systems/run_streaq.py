@@ -30,16 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from _adapter import Args, Recorder, main
+from _round_trip import asyncio_round_trip, trio_round_trip
 from streaq import Worker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from streaq.task import AsyncRegisteredTask
 
 
 def make_worker(
-    args: Args, on_job: Callable[[dict[str, Any]], None]
+    args: Args, on_job: Callable[[dict[str, Any]], Awaitable[None]]
 ) -> tuple[Worker[Any], AsyncRegisteredTask[[dict[str, Any]], None]]:
     worker: Worker[Any] = Worker(
         redis_url=args.url,
@@ -50,12 +51,12 @@ def make_worker(
 
     @worker.task(name="noop", ttl=0, silent=True)
     async def noop(payload: dict[str, Any]) -> None:
-        on_job(payload)
+        await on_job(payload)
 
     return worker, noop
 
 
-def never(payload: dict[str, Any]) -> None:
+async def never(payload: dict[str, Any]) -> None:
     raise AssertionError("the enqueueing process runs no jobs")
 
 
@@ -74,7 +75,17 @@ def enqueue(args: Args) -> None:
 
 def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
-        worker, _ = make_worker(args, recorder.record)
+        if args.variant == "trio":
+            round_trip = await trio_round_trip(args)
+        else:
+            round_trip = await asyncio_round_trip(args)
+
+        async def on_job(payload: dict[str, Any]) -> None:
+            recorder.record(payload)
+            if round_trip is not None:
+                await round_trip(payload)
+
+        worker, _ = make_worker(args, on_job)
         recorder.start()
         await worker.run_async()
 

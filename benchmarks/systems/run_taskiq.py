@@ -37,17 +37,18 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from _adapter import Args, Recorder, main
+from _round_trip import asyncio_round_trip
 from taskiq.api import run_receiver_task
 from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from taskiq import AsyncBroker, AsyncTaskiqDecoratedTask
 
 
 def make_broker(
-    args: Args, on_job: Callable[[dict[str, Any]], None]
+    args: Args, on_job: Callable[[dict[str, Any]], Awaitable[None]]
 ) -> tuple[AsyncBroker, AsyncTaskiqDecoratedTask[[dict[str, Any]], Any]]:
     broker: AsyncBroker
     if args.variant == "stream":
@@ -57,12 +58,12 @@ def make_broker(
 
     @broker.task(task_name="noop")
     async def noop(payload: dict[str, Any]) -> None:
-        on_job(payload)
+        await on_job(payload)
 
     return broker, noop
 
 
-def never(payload: dict[str, Any]) -> None:
+async def never(payload: dict[str, Any]) -> None:
     raise AssertionError("the enqueueing process runs no jobs")
 
 
@@ -84,7 +85,14 @@ def enqueue(args: Args) -> None:
 
 def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
-        broker, _ = make_broker(args, recorder.record)
+        round_trip = await asyncio_round_trip(args)
+
+        async def on_job(payload: dict[str, Any]) -> None:
+            recorder.record(payload)
+            if round_trip is not None:
+                await round_trip(payload)
+
+        broker, _ = make_broker(args, on_job)
         broker.is_worker_process = True
         await broker.startup()
         recorder.start()

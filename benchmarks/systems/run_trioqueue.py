@@ -14,6 +14,7 @@ import os
 
 import trio
 from _adapter import Args, Recorder, main
+from _round_trip import trio_round_trip
 
 import trioqueue
 
@@ -46,10 +47,14 @@ def enqueue(args: Args) -> None:
 
 
 def work(args: Args, recorder: Recorder) -> None:
-    async def handler(job: trioqueue.Job) -> None:
-        recorder.record(job.payload)
-
     async def run() -> None:
+        round_trip = await trio_round_trip(args)
+
+        async def handler(job: trioqueue.Job) -> None:
+            recorder.record(job.payload)
+            if round_trip is not None:
+                await round_trip(job.payload)
+
         recorder.start()
         async with (
             backend(args) as redis,
