@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -130,6 +132,42 @@ async def _connected(backend: trioqueue.RedisBackend) -> trioqueue.RedisBackend:
     return backend
 
 
+# Redis requests in flight in this test process, and the mock clock's threshold before them
+_in_flight: dict[str, Any] = {"count": 0, "threshold": 0.0}
+# what a connection may wait on for long: the BLMOVE that waits for jobs is idle time
+_REQUESTS = ("run", "hash", "hashes", "list_items", "exists", "unblock")
+
+
+def _hold_the_clock(connection: object) -> None:
+    """Keep a mock clock from jumping while one of *connection*'s requests is in flight.
+
+    A reply that takes longer than the autojump threshold (a loaded machine, a
+    client's own thread) would otherwise let the clock jump past deadlines the
+    test is about. The threshold is set back when the last request returns
+    (one count per process: several backends in one test share it).
+    """
+    for name in _REQUESTS:
+        method = getattr(connection, name)
+
+        @functools.wraps(method)
+        async def held(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            clock = trio.lowlevel.current_clock()
+            if not isinstance(clock, trio.testing.MockClock):
+                return await _method(*args, **kwargs)
+            if _in_flight["count"] == 0:
+                _in_flight["threshold"] = clock.autojump_threshold
+                clock.autojump_threshold = math.inf
+            _in_flight["count"] += 1
+            try:
+                return await _method(*args, **kwargs)
+            finally:
+                _in_flight["count"] -= 1
+                if _in_flight["count"] == 0:
+                    clock.autojump_threshold = _in_flight["threshold"]
+
+        setattr(connection, name, held)
+
+
 @pytest.fixture(params=BACKENDS)
 def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
     """``await make_backend(capacity=…, retention=…)``: a fresh, empty backend of each kind.
@@ -157,6 +195,7 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
             reliable=kind == "redis",
             **options,
         )
+        _hold_the_clock(backend._conn)  # the private attribute: a test-only look inside
         return await _connected(backend)
 
     make.kind = kind  # type: ignore[attr-defined]

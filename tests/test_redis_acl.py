@@ -12,7 +12,6 @@ import trio
 import trioqueue
 from trioqueue import Queue
 
-from .redis_client import ON_GLIDE
 from .test_redis_url import redis_command
 
 if TYPE_CHECKING:
@@ -22,19 +21,11 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def documented_rule() -> list[str]:
-    """The ACL rule of the README's "Redis ACL" item, for queue ``{mail}``.
-
-    On the glide client, with the addition the item names for it.
-    """
+    """The ACL rule of the README's "Redis ACL" item, for queue ``{mail}``."""
     text = README.read_text()
     found = re.search(r"\*\*Redis ACL\*\*.*?`(~\{mail\}\*[^`]+)`", text, re.S)
     assert found, "the README lost its Redis ACL item"
-    rule = found.group(1).split()
-    if ON_GLIDE:
-        extra = re.search(r"\*\*Redis ACL\*\*.*?glide client.*?add `([^`]+)`", text, re.S)
-        assert extra, "the README's Redis ACL item lost what the glide client adds"
-        rule += extra.group(1).split()
-    return rule
+    return found.group(1).split()
 
 
 async def test_a_worker_producer_and_stats_run_on_the_documented_acl(redis_server: RedisServer):

@@ -1,18 +1,20 @@
 """Choosing the Redis client, and how a URL becomes a valkey-glide configuration.
 
-The glide connection's behaviour is the Redis tests' subject (``nox -s
-tests_glide`` runs them on it); these check what happens before any connection.
+Each connection's behaviour is the Redis tests' subject (``nox -s tests`` runs
+them on glide, ``nox -s tests_coredis`` on coredis); these check what happens
+before any connection.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 import trioqueue
-from trioqueue._backends._redis_client import CLIENT_ENV, connect
-from trioqueue._backends._redis_connection import RedisConnection
+from trioqueue._backends._redis_client import CLIENT_ENV, chosen_client, connect
+from trioqueue._backends._redis_coredis import CoredisConnection
 from trioqueue._backends._redis_glide import GlideConnection, glide_configuration
 from trioqueue._backends._redis_keys import RedisKeys
 
@@ -26,13 +28,32 @@ def head() -> list[str]:
     return []
 
 
-def test_coredis_is_the_client_unless_the_environment_says_glide(monkeypatch):
+def test_glide_is_the_client_unless_the_environment_says_coredis(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    assert isinstance(connect("redis://localhost/0", KEYS, head), RedisConnection)
-    monkeypatch.setenv(CLIENT_ENV, " Glide ")
     assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
-    monkeypatch.setenv(CLIENT_ENV, "coredis")
-    assert isinstance(connect("redis://localhost/0", KEYS, head), RedisConnection)
+    monkeypatch.setenv(CLIENT_ENV, " Coredis ")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+
+
+def test_without_glide_coredis_is_the_client(monkeypatch):
+    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "glide", None)  # as if not installed
+    assert chosen_client() == "coredis"
+    assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
+
+
+def test_a_client_named_but_not_installed_is_named_in_the_error(monkeypatch):
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    monkeypatch.setitem(sys.modules, "glide", None)
+    monkeypatch.delitem(sys.modules, "trioqueue._backends._redis_glide")
+    with pytest.raises(ImportError) as raised:
+        trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
+    assert str(raised.value) == (
+        "TRIOQUEUE_REDIS_CLIENT=glide needs valkey-glide: pip install valkey-glide, "
+        "or unset TRIOQUEUE_REDIS_CLIENT to use the client installed"
+    )
 
 
 def test_an_unknown_client_is_refused_with_the_choices(monkeypatch):
@@ -40,7 +61,8 @@ def test_an_unknown_client_is_refused_with_the_choices(monkeypatch):
     with pytest.raises(trioqueue.ConfigurationError) as raised:
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
     assert str(raised.value) == (
-        "TRIOQUEUE_REDIS_CLIENT='hiredis': use coredis (the default) or glide, or unset it"
+        "TRIOQUEUE_REDIS_CLIENT='hiredis': use glide or coredis, or unset it to use the one "
+        "installed"
     )
 
 
@@ -100,7 +122,15 @@ def test_tls_options_are_read_from_the_url(tmp_path: Path):
 
 
 def test_turning_off_only_the_host_name_check_is_refused_with_what_to_do():
-    with pytest.raises(trioqueue.TrioqueueError) as raised:
+    with pytest.raises(trioqueue.ConfigurationError) as raised:
         glide_configuration("rediss://127.0.0.1:6380/0?ssl_check_hostname=false")
     assert "connect by a name the certificate holds" in str(raised.value)
     assert "?ssl_cert_reqs=none" in str(raised.value)
+
+
+def test_an_unreadable_ca_file_is_a_configuration_error(tmp_path: Path):
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(trioqueue.ConfigurationError) as raised:
+        glide_configuration(f"rediss://localhost:6380/0?ssl_ca_certs={missing}")
+    assert "?ssl_ca_certs=" in str(raised.value)
+    assert "give the path of a PEM file" in str(raised.value)

@@ -24,6 +24,7 @@ import pytest
 
 import trioqueue
 from trioqueue import BackendUnavailable, ConfigurationError
+from trioqueue._backends._redis_client import CLIENT_ENV
 from trioqueue._backends._redis_probe import probe, url_parts
 from trioqueue._backends._redis_url import (
     CredentialsRefused,
@@ -34,7 +35,6 @@ from trioqueue._backends._redis_url import (
     url_problem,
 )
 
-from .redis_client import client_gap
 from .redis_server import RedisServer, find_server_binary, free_port
 
 if TYPE_CHECKING:
@@ -362,12 +362,22 @@ async def test_tls_to_a_name_not_on_the_certificate_fails_verification(tls_serve
     assert "Unable to establish a connection" not in message
 
 
-@client_gap("it has no switch for the certificate's host-name check alone")
-async def test_the_host_name_check_can_be_turned_off_in_the_url(tls_server):
+async def test_the_host_name_check_can_be_turned_off_in_the_url_on_coredis(tls_server, monkeypatch):
     server, cert = tls_server
+    monkeypatch.setenv(CLIENT_ENV, "coredis")  # glide has no such switch (next test)
     await stats_over(
         f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={cert}&ssl_check_hostname=false"
     )
+
+
+def test_on_glide_turning_off_the_host_name_check_alone_says_what_to_do(monkeypatch):
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    with pytest.raises(trioqueue.ConfigurationError) as raised:
+        trioqueue.RedisBackend(
+            "rediss://127.0.0.1:6380/0?ssl_check_hostname=false", queue=queue_name()
+        )
+    assert "connect by a name the certificate holds" in str(raised.value)
+    assert "TRIOQUEUE_REDIS_CLIENT=coredis" in str(raised.value)
 
 
 async def test_tls_to_an_untrusted_certificate_fails_verification(tls_server):

@@ -19,13 +19,7 @@ from ._backend import SweepReport as SweepReport
 from ._backends._memory import MemoryBackend as MemoryBackend
 from ._backends._queue_info import QueueInfo as QueueInfo
 from ._backends._queue_settings import QueueSettings as QueueSettings
-
-try:
-    from ._backends._redis import RedisBackend as RedisBackend
-except ImportError as _redis_missing:  # the optional extra is not installed
-    from ._backends._redis_missing import make_stub
-
-    RedisBackend = make_stub(str(_redis_missing))  # type: ignore[misc,assignment]
+from ._backends._redis import RedisBackend as RedisBackend
 from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable

@@ -15,13 +15,15 @@ async def test_at_most_workers_handlers_run_at_once(make_backend, autojump_clock
     backend = await make_backend()
     running = 0
     peak = 0
+    last_end = 0.0
 
     async def handler(job: trioqueue.Job) -> None:
-        nonlocal running, peak
+        nonlocal running, peak, last_end
         running += 1
         peak = max(peak, running)
         await trio.sleep(1)
         running -= 1
+        last_end = trio.current_time()
 
     async with trioqueue.open_worker_pool(backend, handler, workers=3) as pool:
         for i in range(20):
@@ -29,7 +31,9 @@ async def test_at_most_workers_handlers_run_at_once(make_backend, autojump_clock
         await trio.sleep(0.5)
         assert pool.running == 3  # every worker busy, the other jobs wait
     assert peak == 3
-    assert trio.current_time() == 7  # ceil(20 / 3) rounds of one second
+    # ceil(20 / 3) rounds of one second (the pool's closing after that is not the subject:
+    # on Redis, ending its wait for jobs takes real round trips a mock clock may jump over)
+    assert last_end == 7
 
 
 async def test_a_handler_timeout_is_an_ordinary_failure_that_is_retried(

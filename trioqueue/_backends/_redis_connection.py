@@ -1,9 +1,13 @@
-"""One queue's connection to Redis: the client, its scripts, and what its errors mean.
+"""What one queue's connection to Redis is, whichever client makes it.
 
-Every script gets the queue's keys and the shared head of arguments (see
-``lua/prelude.lua``); a reply that does not come within the I/O timeout, and any
-connection error, becomes `BackendUnavailable`, whose message never shows the
-password; a script refused by the server becomes `BackendRefused`.
+A connection (`ConnectionBase`, made concrete per client in ``_redis_glide.py``
+and ``_redis_coredis.py``) runs the queue's scripts and the few plain commands
+the backend needs, with one meaning of errors on every client: every script gets
+the queue's keys and the shared head of arguments (see ``lua/prelude.lua``); a
+reply that does not come within the I/O timeout, and any connection error,
+becomes `BackendUnavailable`, whose message never shows the password; a script
+refused by the server becomes `BackendRefused`. Also here: decoding a job's
+record hash, which is the same bytes on every client.
 """
 
 from __future__ import annotations
@@ -11,49 +15,33 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import trio
 
 from .._exceptions import (
     BackendOutOfMemory,
     BackendRefused,
-    BackendUnavailable,
     TrioqueueError,
 )
 from .._payload import decode_payload
 from .._records import ErrorInfo, JobRecord, JobState
-from ._redis_scripts import load_sources
 from ._redis_url import (
-    CredentialsRefused,
     check_url,
-    client_url,
-    failure_detail,
     redacted,
     scrubbed,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
 
     from ._redis_keys import RedisKeys
-
-try:
-    import coredis
-    import coredis.exceptions
-    from coredis.retry import NoRetryPolicy
-    from coredis.tokens import PureToken
-except ImportError as exc:  # pragma: no cover - exercised without the extra only
-    _MISSING = "the Redis backend needs coredis: pip install 'trioqueue[redis]'"
-    raise ImportError(f"{_MISSING} (in a checkout: pip install '.[redis]')") from exc
 
 __all__ = [
     "IO_TIMEOUT",
     "ConnectionBase",
-    "RedisConnection",
     "decode_record",
     "log_unblock_refused",
-    "redacted",
     "text",
 ]
 
@@ -63,13 +51,6 @@ ClientT = TypeVar("ClientT")
 
 IO_TIMEOUT: Final = 10.0
 """Longest wait, in seconds, for one reply from Redis."""
-
-_UNREACHABLE: Final = (
-    coredis.exceptions.ConnectionError,  # includes BusyLoadingError while a restart loads
-    coredis.exceptions.ClusterDownError,
-    coredis.exceptions.TryAgainError,
-    OSError,
-)
 
 
 def text(value: bytes | str | None, errors: str = "strict") -> str:
@@ -197,165 +178,4 @@ class ConnectionBase(Generic[ClientT]):
             f"Redis at {self.where} refused {name}: {message}. A worker pool "
             "retries; if this goes on, a key of the queue may have been changed by hand "
             f"(the queue's keys start with {self._keys.ready!r})",
-        )
-
-
-@final
-class RedisConnection(ConnectionBase["coredis.Redis[bytes]"]):
-    """The coredis client of one queue, opened and closed by its backend (see `ConnectionBase`)."""
-
-    def __init__(
-        self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
-    ) -> None:
-        super().__init__(url, keys, head)
-        self._scripts: dict[str, Any] = {}
-        self._exit: contextlib.AsyncExitStack | None = None
-
-    async def open(self) -> None:
-        """Create the client and register the scripts (connecting happens on first use)."""
-        # no silent re-sends: a script whose reply was lost may have run, and the pool
-        # decides what to do about that, not the client
-        client: coredis.Redis[bytes] = coredis.Redis.from_url(
-            client_url(self._url),  # rediss:// checks the certificate's host name
-            decode_responses=False,
-            retry_policy=NoRetryPolicy(),
-            decode_components=True,  # a percent-encoded password means the decoded one
-        )
-        stack = contextlib.AsyncExitStack()
-        await stack.enter_async_context(client)
-        self._client = client
-        self._scripts = {name: client.register_script(src) for name, src in load_sources().items()}
-        self._exit = stack
-
-    async def close(self) -> None:
-        """Close the client."""
-        stack, self._exit, self._client = self._exit, None, None
-        if stack is not None:
-            await stack.aclose()
-
-    async def hash(self, key: str) -> dict[bytes, bytes]:
-        """``HGETALL key``: the fields of one hash, empty when there is none.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        with self.reachable():
-            return await self.client.hgetall(key)
-
-    async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
-        """The fields of many hashes, in one round trip (a pipeline)."""
-        with self.reachable():
-            async with self.client.pipeline(transaction=False) as pipe:
-                reads = [pipe.hgetall(key) for key in keys]
-            return [await read for read in reads]
-
-    async def list_items(self, key: str) -> list[bytes]:
-        """``LRANGE key 0 -1``: every element of a list, head first."""
-        with self.reachable():
-            return list(await self.client.lrange(key, 0, -1))
-
-    async def exists(self, *keys: str) -> int:
-        """``EXISTS``: how many of *keys* exist."""
-        with self.reachable():
-            return await self.client.exists(list(keys))
-
-    @contextlib.contextmanager
-    def reachable(self) -> Iterator[None]:
-        """Turn the client's connection errors into `BackendUnavailable`.
-
-        Refused credentials become `CredentialsRefused` (a `BackendUnavailable`
-        too): a password changed under a running worker is an outage it waits out.
-        """
-        try:
-            yield
-        except coredis.exceptions.AuthenticationError as exc:
-            raise CredentialsRefused(self.where, scrubbed(str(exc), self._url)) from exc
-        except BackendUnavailable as exc:
-            refused = exc.__cause__  # a script's refusal: the handshake may have failed
-            if isinstance(refused, coredis.exceptions.AuthenticationError):
-                detail = scrubbed(str(refused), self._url)
-                raise CredentialsRefused(self.where, detail) from refused
-            raise  # already ours (a refusal is a ConnectionError too)
-        except _UNREACHABLE as exc:
-            raise BackendUnavailable(self.where, failure_detail(exc, self._url)) from exc
-
-    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
-        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
-
-        The command holds a connection of its own. When the caller is cancelled, a
-        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
-        an element that was moved before it landed is put back (the ``unmove``
-        script: the front of *source*, or first among the stored jobs when producers
-        filled the room it left), so a cancelled wait neither strands a job nor
-        overfills the queue.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        pool = self.client.connection_pool
-        with self.reachable():
-            async with pool.acquire() as connection:
-                request = connection.create_request(
-                    b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block,
-                    raise_exceptions=False,
-                )  # fmt: skip
-                try:
-                    reply = await request
-                    if isinstance(reply, Exception) and not isinstance(
-                        reply, coredis.exceptions.ResponseError
-                    ):
-                        raise reply  # a lost connection: reachable() says what it means
-                except trio.Cancelled:
-                    deadline = trio.current_time() + IO_TIMEOUT
-                    with trio.CancelScope(shield=True, deadline=deadline):
-                        if connection.client_id is not None:
-                            await self.unblock(connection.client_id)
-                        element = await request
-                        if isinstance(element, bytes):
-                            await self.run("unmove", element)
-                    raise
-        if isinstance(reply, coredis.exceptions.ResponseError):
-            if not str(reply).startswith("OOM"):
-                raise await self._refusal("BLMOVE", reply)
-            # a full Redis refuses BLMOVE (the claim script is allowed: it found nothing
-            # just now, and no job can be added while Redis is full): wait, then look again
-            await trio.sleep(block)
-            return None
-        assert reply is None or isinstance(reply, bytes)
-        return reply
-
-    async def unblock(self, client_id: int) -> bool:
-        """End the blocking wait of connection *client_id*; whether one was waiting.
-
-        A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
-        """
-        try:
-            return bool(await self.client.client_unblock(client_id, PureToken.TIMEOUT))
-        except coredis.exceptions.ResponseError as exc:
-            log_unblock_refused(exc)
-            return False
-
-    async def _maxmemory(self) -> int:
-        reply = await self.client.config_get(["maxmemory"])
-        return int(reply.get(b"maxmemory", b"0") or 0)
-
-    async def run(self, name: str, *args: str | bytes | float) -> Any:
-        """Run script *name* with the shared head and *args*; its reply.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached, or did not reply in time
-                (then the script may or may not have run).
-        """
-        self.client  # noqa: B018 - raises unless open
-        script = self._scripts[name]
-        # A script that was sent may have run even if its reply never came back: once
-        # sent, wait for the reply (bounded), so a cancellation never hides a change.
-        deadline = trio.current_time() + IO_TIMEOUT
-        with trio.CancelScope(shield=True, deadline=deadline), self.reachable():
-            try:
-                return await script(keys=self._key_list, args=[*self._head(), *args])
-            except coredis.exceptions.ResponseError as exc:
-                raise await self._refusal(f"the {name} script", exc) from exc
-        raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
-            self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
         )

@@ -1,11 +1,11 @@
-"""One queue's connection to Redis through valkey-glide (experimental; see `RedisConnection`).
+"""One queue's connection to Redis through valkey-glide (see `ConnectionBase`).
 
 The same interface and the same meaning of errors as the coredis connection:
 scripts get the queue's keys and the shared head of arguments, a reply that does
 not come within the I/O timeout and any connection error become
 `BackendUnavailable` (never showing the password), a script the server refuses
-becomes `BackendRefused`. Chosen with ``TRIOQUEUE_REDIS_CLIENT=glide`` while the
-port is measured (issue 14); what differs from coredis is said where it happens.
+becomes `BackendRefused`. The default client wherever glide is installed (see
+``_redis_client.py``); what differs from coredis is said where it happens.
 
 glide multiplexes one connection per client, so each blocking ``BLMOVE`` gets a
 client of its own (kept for the next wait): on a shared one, a cancelled wait's
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from .._exceptions import BackendUnavailable, TrioqueueError
+from .._exceptions import BackendUnavailable, ConfigurationError
 from ._redis_connection import ConnectionBase, log_unblock_refused
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
@@ -61,6 +61,18 @@ _TRANSIENT: Final = (
 glide.Logger.set_logger_config(glide.LogLevel.OFF)  # else it writes to standard output
 
 
+def _refuse_what_glide_cannot_do(url: str) -> None:
+    """Raise `ConfigurationError` for ``?ssl_check_hostname=false``, with what to do."""
+    parts = url_parts(url)
+    if parts.options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
+        raise ConfigurationError(
+            "valkey-glide cannot skip the certificate's host-name check alone: connect "
+            "by a name the certificate holds, or use the coredis client (pip install "
+            "coredis; TRIOQUEUE_REDIS_CLIENT=coredis), or turn verification off with "
+            "?ssl_cert_reqs=none"
+        )
+
+
 def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     """The glide client configuration a (checked) Redis URL means.
 
@@ -70,7 +82,11 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     ``?password=`` and ``?ssl_certfile=``/``?ssl_keyfile=`` (a client certificate)
     are read too. glide has no switch for the host-name check alone, so
     ``?ssl_check_hostname=false`` is refused with what to do instead.
+
+    Raises:
+        ConfigurationError: ``?ssl_check_hostname=false``, or the CA file cannot be read.
     """
+    _refuse_what_glide_cannot_do(url)
     parts = url_parts(url)
     if parts.socket_path is not None:
         address = glide.NodeAddress(unix_socket_path=parts.socket_path)
@@ -83,16 +99,17 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     )
     tls = None
     if parts.scheme == "rediss":
-        if parts.options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
-            raise TrioqueueError(
-                "this Redis client cannot skip the certificate's host-name check alone: "
-                "connect by a name the certificate holds, or turn verification off with "
-                "?ssl_cert_reqs=none"
-            )
         ca = parts.options.get("ssl_ca_certs")
+        try:
+            root = Path(ca).read_bytes() if ca and not parts.insecure else None
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read the CA certificates named by ?ssl_ca_certs= ({exc}): "
+                "give the path of a PEM file this process can read"
+            ) from exc
         tls = glide.TlsAdvancedConfiguration(
             use_insecure_tls=parts.insecure or None,
-            root_pem_cacerts=Path(ca).read_bytes() if ca and not parts.insecure else None,
+            root_pem_cacerts=root,
             client_cert_path=parts.options.get("ssl_certfile"),
             client_key_path=parts.options.get("ssl_keyfile"),
         )
@@ -121,6 +138,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
+        _refuse_what_glide_cannot_do(url)  # here, not when the backend opens
         self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[glide.GlideClient] = []
         self._scripts: dict[str, glide.Script] = {}
