@@ -144,9 +144,16 @@ def _wait_ready(worker: subprocess.Popen[str], timeout: float) -> None:
 def throughput_round(
     url: str, script: str, variant: list[str], jobs: int, concurrency: int
 ) -> dict[str, Any]:
-    """Workload 1: enqueue *jobs* no-op jobs, then time one worker process through them."""
+    """Workload 1: enqueue *jobs* no-op jobs, then time one worker process through them.
+
+    Also returns the producer's rate: *jobs* over the adapter's own time for them.
+    """
     flush(url)
-    subprocess.run(_adapter(script, "enqueue", url, jobs, variant), check=True, timeout=600)
+    enqueued = subprocess.run(
+        _adapter(script, "enqueue", url, jobs, variant),
+        check=True, timeout=600, capture_output=True, text=True,
+    )  # fmt: skip
+    enqueue_seconds = json.loads(enqueued.stdout.strip().splitlines()[-1])["enqueue_seconds"]
     worker = _start_worker(url, script, jobs, [*variant, "--concurrency", str(concurrency)], 300)
     try:
         result = _work_result(worker, timeout=330)
@@ -156,6 +163,7 @@ def throughput_round(
     ran = jobs - result["missing"]
     return {
         "jobs_per_s": ran / (result["last"] - result["started"]) if ran else 0.0,
+        "enqueue_per_s": jobs / enqueue_seconds,
         "duplicates": result["duplicates"],
         "missing": result["missing"],
     }

@@ -12,6 +12,8 @@ turn within each round (so drift on a shared machine hits all alike):
    enqueue to handler start, p50/p90/p99/max.
 3. Throughput with I/O: as 1, but every handler makes one Redis round trip
    (a ``SET``) with the fastest client of its runtime (``systems/_round_trip.py``).
+4. Enqueue: the producer's rate in workload 1 (one call per job), and once per
+   round trioqueue's ``enqueue_many`` in batches of BULK_BATCH.
 
 plus the floor, a bare BLMOVE+LREM loop with 32 tasks. Each system's adapter,
 with its settings and why, is ``benchmarks/systems/run_<system>.py``. Writes
@@ -34,6 +36,7 @@ from _common import (
     throughput_round,
     write_results,
 )
+from enqueue import bulk_rate
 from floors import bare_blmove
 from plots import peer_plots
 
@@ -52,7 +55,9 @@ SYSTEMS: dict[str, tuple[str, list[str]]] = {
 OURS = "trioqueue (reliable)"
 CONCURRENCY = 32
 ROUND_TRIP = ["--handler-io", "redis"]  # workload 3's handler
-TARGETS = {"throughput": 3.0, "throughput_io": 1.5}  # ours / the best peer's, per round
+TARGETS = {"throughput": 3.0, "throughput_io": 1.5, "enqueue": 1.0, "enqueue_bulk": 10.0}
+"""Ours / the best peer's, per round (enqueue_bulk: over the best peer's one-at-a-time)."""
+BULK_BATCH = 500
 
 
 def summarize(
@@ -64,6 +69,7 @@ def summarize(
     every = rounds + io_rounds + latencies
     return {
         "throughput": spread([r["jobs_per_s"] for r in rounds]),
+        "enqueue": spread([r["enqueue_per_s"] for r in rounds]),
         "throughput_io": spread([r["jobs_per_s"] for r in io_rounds]),
         "duplicates": sum(r["duplicates"] for r in every),
         "missing": sum(r["missing"] for r in every),
@@ -122,29 +128,40 @@ def markdown(data: dict[str, Any]) -> str:
         f"an idle worker. Median of {data['settings']['rounds']} rounds (range in brackets).",
         "",
         "| system | jobs/s, no-op | jobs/s, one round trip | × BLMOVE floor (no-op) "
-        "| dup / missing | p50 ms | p90 ms | p99 ms | max ms |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| enqueue jobs/s | dup / missing | p50 ms | p90 ms | p99 ms | max ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in sorted(data["systems"].items(), key=lambda kv: -kv[1]["throughput"]["median"]):
         t, io, lat = s["throughput"], s["throughput_io"], s["latency"]
         ms = [f"{lat[q]['median'] * 1000:.1f}" for q in ("p50", "p90", "p99", "max")]
         rows.append(
             f"| {name} | {_ranged(t)} | {_ranged(io)} | {t['median'] / floor:.2f} | "
-            f"{s['duplicates']} / {s['missing']} | {' | '.join(ms)} |"
+            f"{_ranged(s['enqueue'])} | {s['duplicates']} / {s['missing']} | {' | '.join(ms)} |"
         )
     rows.append(
         f"| bare BLMOVE+LREM loop (floor) | {_ranged(data['floor_blmove'])} | – | 1.00 "
-        "| – | – | – | – | – |"
+        "| – | – | – | – | – | – |"
     )
+    if "enqueue_bulk" in data:
+        rows += [
+            "",
+            f"trioqueue's `enqueue_many` in batches of {data['settings']['bulk_batch']}: "
+            f"{_ranged(data['enqueue_bulk'])} jobs/s.",
+        ]
     t = data["targets"]
     if t:
         p50, p99 = t["latency_p50_vs_best_peer"], t["latency_p99_vs_best_peer"]
         rows.append("")
-        for key, what in (("throughput", "no-op"), ("throughput_io", "one round trip")):
+        for key, what in (
+            ("throughput", "throughput, no-op"),
+            ("throughput_io", "throughput, one round trip"),
+            ("enqueue", "enqueue one at a time"),
+            ("enqueue_bulk", "enqueue_many over the peer's one at a time"),
+        ):
             if f"{key}_vs_best_peer" in t:
                 r = t[f"{key}_vs_best_peer"]
                 rows.append(
-                    f"- trioqueue (reliable) / best peer, throughput ({what}), per round: median "
+                    f"- trioqueue (reliable) / best peer, {what}, per round: median "
                     f"{r['ratio']:.2f}× (range {r['range'][0]:.2f}–{r['range'][1]:.2f}); target ≥ "
                     f"{r['target']:g}×: {'met' if r['met'] else 'missed'}."
                 )
@@ -161,16 +178,21 @@ def _ranged(figure: dict[str, float]) -> str:
     return f"{figure['median']:,.0f} ({figure['min']:,.0f}–{figure['max']:,.0f})"
 
 
-def _best_peer_ratio(got: dict[str, list[dict[str, Any]]]) -> float | None:
-    """This round's trioqueue (reliable) jobs/s over the best peer's that lost none."""
+def _best_peer_ratio(
+    got: dict[str, list[dict[str, Any]]], figure: str = "jobs_per_s", ours: float | None = None
+) -> float | None:
+    """This round's *ours* (trioqueue (reliable)'s *figure*) over the best peer's.
+
+    Only peers that lost no job count.
+    """
     peers = [
-        runs[-1]["jobs_per_s"]
+        runs[-1][figure]
         for name, runs in got.items()
         if "trioqueue" not in name and runs[-1]["missing"] == 0
     ]
     if OURS not in got or not peers:
         return None
-    return float(got[OURS][-1]["jobs_per_s"] / max(peers))
+    return float((got[OURS][-1][figure] if ours is None else ours) / max(peers))
 
 
 def measure(
@@ -186,7 +208,8 @@ def measure(
     got_io: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     latencies: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     floors: list[float] = []
-    ratios: dict[str, list[float]] = {"throughput": [], "throughput_io": []}
+    ratios: dict[str, list[float]] = {key: [] for key in TARGETS}
+    bulk: list[float] = []
     for n in range(1, rounds + 1):
         floors.append(trio.run(bare_blmove, url, jobs, CONCURRENCY))
         print(f"round {n}: bare BLMOVE+LREM {floors[-1]:,.0f} items/s", flush=True)
@@ -200,19 +223,27 @@ def measure(
             lat = latency_round(url, script, variant, latency_jobs, rate, CONCURRENCY)
             latencies[name].append(lat)
             print(
-                f"round {n}: {name}: {got[name][-1]['jobs_per_s']:,.0f} jobs/s "
+                f"round {n}: {name}: enqueue {got[name][-1]['enqueue_per_s']:,.0f} jobs/s; "
+                f"{got[name][-1]['jobs_per_s']:,.0f} jobs/s "
                 f"(dup {got[name][-1]['duplicates']}, missing {got[name][-1]['missing']}); "
                 f"one round trip {io['jobs_per_s']:,.0f} jobs/s "
                 f"(dup {io['duplicates']}, missing {io['missing']}); "
                 f"latency p50 {lat['p50'] * 1000:.1f} ms, p99 {lat['p99'] * 1000:.1f} ms",
                 flush=True,
             )
-        for key, runs in (("throughput", got), ("throughput_io", got_io)):
-            ratio = _best_peer_ratio(runs)
+        bulk.append(trio.run(bulk_rate, url, jobs, BULK_BATCH, f"{{bulk{n}}}"))
+        print(f"round {n}: trioqueue enqueue_many({BULK_BATCH}) {bulk[-1]:,.0f} jobs/s")
+        for key, ratio in (
+            ("throughput", _best_peer_ratio(got)),
+            ("throughput_io", _best_peer_ratio(got_io)),
+            ("enqueue", _best_peer_ratio(got, "enqueue_per_s")),
+            ("enqueue_bulk", _best_peer_ratio(got, "enqueue_per_s", ours=bulk[-1])),
+        ):
             if ratio is not None:
                 ratios[key].append(ratio)
     return {
         "floor_blmove": spread(floors),
+        "enqueue_bulk": spread(bulk),
         "systems": {name: summarize(got[name], got_io[name], latencies[name]) for name in names},
         "ratios": ratios,
     }
@@ -242,8 +273,10 @@ def main() -> None:
             "latency_jobs": args.latency_jobs,
             "rate": args.rate,
             "concurrency": CONCURRENCY,
+            "bulk_batch": BULK_BATCH,
         },
         "floor_blmove": measured["floor_blmove"],
+        "enqueue_bulk": measured["enqueue_bulk"],
         "systems": systems,
         "targets": targets(systems, measured["ratios"]),
     }

@@ -5,9 +5,11 @@ functions of its own:
 
 ``enqueue(args)``
     Enqueue ``args.jobs`` no-op jobs on the queue at ``args.url``, in order, with
-    the payload ``args.payload(i)``. When ``args.rate`` is set, wait
-    ``args.delay(i)`` seconds (in the system's own event loop) before job *i*,
-    so the jobs go out at that rate. Returns when every job is in Redis.
+    the payload ``args.payload(i)``, one call per job, as a producer that has one
+    job at a time would. When ``args.rate`` is set, wait ``args.delay(i)``
+    seconds (in the system's own event loop) before job *i*, so the jobs go out
+    at that rate. Returns when every job is in Redis; :func:`main` then prints
+    how long it took, as JSON (``enqueue_seconds``).
 
 ``work(args, recorder)``
     Run one worker of the system with ``args.concurrency`` jobs at a time, in
@@ -138,7 +140,9 @@ def main(
     parser.add_argument("--handler-io", choices=("none", "redis"), default="none")
     args = parser.parse_args(namespace=Args())
     if args.command == "enqueue":
+        start = time.monotonic()  # after the imports: connecting and every enqueue call
         enqueue(args)
+        print(json.dumps({"enqueue_seconds": time.monotonic() - start}), flush=True)
     else:
         recorder = Recorder(args.jobs, args.timeout)
         work(args, recorder)
