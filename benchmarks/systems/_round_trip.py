@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from _adapter import Args
+    from _adapter import Args, Recorder
 
     AsyncRoundTrip = Callable[[Mapping[str, Any]], Awaitable[None]]
     SyncRoundTrip = Callable[[Mapping[str, Any]], None]
@@ -87,3 +87,16 @@ def thread_round_trip(args: Args) -> SyncRoundTrip | None:
         client.set(_key(payload), payload["i"])
 
     return round_trip
+
+
+def recorded(
+    recorder: Recorder, round_trip: AsyncRoundTrip | None
+) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
+    """An async handler's body: record the job, then make its round trip (if any)."""
+
+    async def on_job(payload: Mapping[str, Any]) -> None:
+        recorder.record(payload)
+        if round_trip is not None:
+            await round_trip(payload)
+
+    return on_job

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from _adapter import Args, Recorder, main
-from _round_trip import asyncio_round_trip, trio_round_trip
+from _round_trip import asyncio_round_trip, recorded, trio_round_trip
 from streaq import Worker
 
 if TYPE_CHECKING:
@@ -80,12 +80,7 @@ def work(args: Args, recorder: Recorder) -> None:
         else:
             round_trip = await asyncio_round_trip(args)
 
-        async def on_job(payload: dict[str, Any]) -> None:
-            recorder.record(payload)
-            if round_trip is not None:
-                await round_trip(payload)
-
-        worker, _ = make_worker(args, on_job)
+        worker, _ = make_worker(args, recorded(recorder, round_trip))
         recorder.start()
         await worker.run_async()
 

@@ -37,7 +37,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from _adapter import Args, Recorder, main
-from _round_trip import asyncio_round_trip
+from _round_trip import asyncio_round_trip, recorded
 from taskiq.api import run_receiver_task
 from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
@@ -87,12 +87,7 @@ def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
         round_trip = await asyncio_round_trip(args)
 
-        async def on_job(payload: dict[str, Any]) -> None:
-            recorder.record(payload)
-            if round_trip is not None:
-                await round_trip(payload)
-
-        broker, _ = make_broker(args, on_job)
+        broker, _ = make_broker(args, recorded(recorder, round_trip))
         broker.is_worker_process = True
         await broker.startup()
         recorder.start()
