@@ -8,15 +8,19 @@ before any connection.
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 import trioqueue
 from trioqueue._backends._redis_client import CLIENT_ENV, chosen_client, connect
+from trioqueue._backends._redis_connection import IO_TIMEOUT
 from trioqueue._backends._redis_coredis import CoredisConnection
 from trioqueue._backends._redis_glide import GlideConnection, glide_configuration
 from trioqueue._backends._redis_keys import RedisKeys
+
+from .redis_server import RedisServer, find_server_binary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -134,3 +138,28 @@ def test_an_unreadable_ca_file_is_a_configuration_error(tmp_path: Path):
         glide_configuration(f"rediss://localhost:6380/0?ssl_ca_certs={missing}")
     assert "?ssl_ca_certs=" in str(raised.value)
     assert "give the path of a PEM file" in str(raised.value)
+
+
+async def test_on_glide_a_call_while_redis_is_down_fails_instead_of_waiting(monkeypatch):
+    # glide holds a request sent while it reconnects until the server is back; the
+    # connection must say "unavailable" meanwhile, or a pool never sees the outage
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    server = RedisServer(find_server_binary())
+    server.start()
+    try:
+        backend = trioqueue.RedisBackend(server.url, queue="{down}", min_idle=30)
+        async with backend:
+            queue = trioqueue.Queue(backend)
+            await queue.enqueue("before")  # connected
+            server.stop(kill=True)
+            started = time.monotonic()
+            with pytest.raises(trioqueue.BackendUnavailable) as raised:
+                await queue.enqueue("during")
+            waited = time.monotonic() - started
+            assert "Connection refused" in str(raised.value)  # what the probe found
+            # one liveness period and a probe, not the 10 s I/O timeout
+            assert waited < IO_TIMEOUT / 2
+            server.restart()
+            assert await queue.enqueue("after")
+    finally:
+        server.close()

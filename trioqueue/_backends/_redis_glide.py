@@ -29,7 +29,7 @@ from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
     from ._redis_keys import RedisKeys
 
@@ -42,6 +42,7 @@ logger = logging.getLogger("trioqueue.redis")
 IO_TIMEOUT: Final = 10.0  # as the coredis connection's
 _CONNECT_TIMEOUT_MS: Final = 2_000
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
+_LIVENESS: Final = 1.0  # seconds without a script's reply before a probe asks if Redis is up
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 _CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
@@ -340,6 +341,49 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         reply = await self.client.config_get(["maxmemory"])
         return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
+    async def _watched(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """*call*'s reply, or `BackendUnavailable` once Redis is found down meanwhile.
+
+        glide holds a request sent while it reconnects until the server is back,
+        instead of failing it (a ``SET`` sent just after the server died returned
+        1.6 s later): a pool would neither see the outage nor know that its lease
+        renewals and outcomes wait, while another pool's sweeper recovers its
+        claims. So a call without a reply after `_LIVENESS` seconds probes Redis
+        (with the standard library, in a thread), and again every `_LIVENESS`
+        seconds: if it is down, the call gives up with the probe's reason (the
+        request may still run when the server is back: like a reply that never
+        came, it may or may not have run). A call in flight when the connection
+        drops fails at once on its own.
+        """
+        reply: list[Any] = []
+        error: list[Exception] = []
+        finished = trio.Event()
+
+        async def wait_for_reply() -> None:
+            try:
+                reply.append(await call())
+            except Exception as exc:  # raised again below, in the caller
+                error.append(exc)
+            finished.set()
+
+        down: str | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_for_reply)
+            while not finished.is_set():
+                with trio.move_on_after(_LIVENESS):
+                    await finished.wait()
+                if finished.is_set():
+                    break
+                down = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
+                if down is not None:
+                    nursery.cancel_scope.cancel()
+                    break
+        if down is not None:
+            raise BackendUnavailable(self.where, f"no reply to {what}: {down}")
+        if error:
+            raise error[0]
+        return reply[0]
+
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
 
@@ -354,7 +398,10 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         async with self._explained():
             with trio.CancelScope(shield=True, deadline=deadline):
                 try:
-                    return await client.invoke_script(script, keys=self._key_list, args=values)
+                    return await self._watched(
+                        f"the {name} script",
+                        lambda: client.invoke_script(script, keys=self._key_list, args=values),
+                    )
                 except glide.RequestError as exc:
                     if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
                         raise  # reachable() says what it means
