@@ -23,7 +23,7 @@ import asyncio
 from typing import Any
 
 from _adapter import Args, Recorder, main
-from _round_trip import asyncio_round_trip
+from _round_trip import asyncio_round_trip, recorded
 from saq import Job, Queue, Worker
 
 FUNCTION = "noop"
@@ -50,12 +50,10 @@ def work(args: Args, recorder: Recorder) -> None:
         recorder.start()  # saq calls this right before its dequeue loops begin
 
     async def run() -> None:
-        round_trip = await asyncio_round_trip(args)
+        on_job = recorded(recorder, await asyncio_round_trip(args))
 
         async def noop(ctx: dict[str, Any], **payload: Any) -> None:
-            recorder.record(payload)
-            if round_trip is not None:
-                await round_trip(payload)
+            await on_job(payload)
 
         queue = Queue.from_url(args.url, name=args.queue)
         worker = Worker(

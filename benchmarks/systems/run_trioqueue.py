@@ -14,7 +14,7 @@ import os
 
 import trio
 from _adapter import Args, Recorder, main
-from _round_trip import trio_round_trip
+from _round_trip import recorded, trio_round_trip
 
 import trioqueue
 
@@ -48,12 +48,10 @@ def enqueue(args: Args) -> None:
 
 def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
-        round_trip = await trio_round_trip(args)
+        on_job = recorded(recorder, await trio_round_trip(args))
 
         async def handler(job: trioqueue.Job) -> None:
-            recorder.record(job.payload)
-            if round_trip is not None:
-                await round_trip(job.payload)
+            await on_job(job.payload)
 
         recorder.start()
         async with (

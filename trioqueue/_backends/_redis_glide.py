@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import ConnectionBase, log_unblock_refused
+from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed
@@ -39,7 +39,6 @@ __all__ = ["GlideConnection", "glide_configuration"]
 
 logger = logging.getLogger("trioqueue.redis")
 
-IO_TIMEOUT: Final = 10.0  # as the coredis connection's
 _CONNECT_TIMEOUT_MS: Final = 2_000
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
 _LIVENESS: Final = 1.0  # seconds without a script's reply before a probe asks if Redis is up
@@ -206,9 +205,10 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
                 raise
             raise better from exc
 
-    async def _probe(self) -> BackendUnavailable | None:
+    async def _probe(self, *, fresh: bool = False) -> BackendUnavailable | None:
+        """What a probe finds wrong (None: nothing), kept `_PROBE_EVERY` seconds."""
         now = trio.current_time()
-        if now >= self._probed[0]:
+        if fresh or now >= self._probed[0]:
             detail = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
             found: BackendUnavailable | None = None
             if detail is not None and any(word in detail for word in _CREDENTIALS):
@@ -341,7 +341,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         reply = await self.client.config_get(["maxmemory"])
         return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
-    async def _watched(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _watched(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """*call*'s reply, or `BackendUnavailable` once Redis is found down meanwhile.
 
         glide holds a request sent while it reconnects until the server is back,
@@ -366,7 +366,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
                 error.append(exc)
             finished.set()
 
-        down: str | None = None
+        down: BackendUnavailable | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wait_for_reply)
             while not finished.is_set():
@@ -374,12 +374,12 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
                     await finished.wait()
                 if finished.is_set():
                     break
-                down = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
+                down = await self._probe(fresh=True)  # kept: `_explained` reports the same
                 if down is not None:
                     nursery.cancel_scope.cancel()
                     break
         if down is not None:
-            raise BackendUnavailable(self.where, f"no reply to {what}: {down}")
+            raise down
         if error:
             raise error[0]
         return reply[0]
@@ -399,8 +399,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
             with trio.CancelScope(shield=True, deadline=deadline):
                 try:
                     return await self._watched(
-                        f"the {name} script",
-                        lambda: client.invoke_script(script, keys=self._key_list, args=values),
+                        lambda: client.invoke_script(script, keys=self._key_list, args=values)
                     )
                 except glide.RequestError as exc:
                     if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
