@@ -32,6 +32,7 @@ TIERS = {
     "_backends._redis_coredis": 3,
     "_backends._redis_client": 3,
     "_backends._redis_probe": 1,
+    "_backends._redis_watch": 1,
     "_queue": 4,
     "_maintenance": 4,
     "_outage": 4,

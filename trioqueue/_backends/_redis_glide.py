@@ -27,9 +27,10 @@ from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed
+from ._redis_watch import LivenessWatch
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
     from ._redis_keys import RedisKeys
 
@@ -46,7 +47,6 @@ _CONNECT_TIMEOUT_MS: Final = 2_000
 # grants claims after an outage, so other pools recovered live jobs meanwhile.
 _RECONNECT: Final = glide.BackoffStrategy(num_of_retries=3, factor=50, exponent_base=2)
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
-_LIVENESS: Final = 1.0  # seconds without a script's reply before a probe asks if Redis is up
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 _CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
@@ -148,7 +148,12 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[glide.GlideClient] = []
         self._scripts: dict[str, glide.Script] = {}
-        self._probed: tuple[float, BackendUnavailable | None] = (-math.inf, None)
+        self._probed: tuple[float, str | None] = (-math.inf, None)  # until when, what
+        # glide holds a script sent while it reconnects: the watch gives it up if Redis is down
+        self._watch = LivenessWatch(
+            self._is_down,
+            lambda: self._finding() or BackendUnavailable(self.where, "no reply, and Redis is up"),
+        )
 
     async def open(self) -> None:
         """Create the client and the scripts (connecting happens on first use)."""
@@ -156,9 +161,11 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
             self._client = await glide.GlideClient.create(glide_configuration(self._url))
         scripts = load_sources().items()
         self._scripts = {name: glide.Script(src) for name, src in scripts}  # type: ignore[no-untyped-call]
+        self._watch.start()
 
     async def close(self) -> None:
         """Close the client and the waiting ones."""
+        self._watch.stop()
         clients = [self._client, *self._all_waiters]
         self._client, self._waiters, self._all_waiters = None, [], []
         for client in clients:
@@ -207,22 +214,29 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
             raise
         except BackendUnavailable as exc:
             better = await self._probe()
-            if better is None:
+            if better is None or str(better) == str(exc):  # the watch's finding already
                 raise
             raise better from exc
 
     async def _probe(self, *, fresh: bool = False) -> BackendUnavailable | None:
-        """What a probe finds wrong (None: nothing), kept `_PROBE_EVERY` seconds."""
+        """What a probe finds wrong (None: nothing); its finding stands `_PROBE_EVERY` seconds."""
         now = trio.current_time()
         if fresh or now >= self._probed[0]:
             detail = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
-            found: BackendUnavailable | None = None
-            if detail is not None and any(word in detail for word in _CREDENTIALS):
-                found = CredentialsRefused(self.where, detail)
-            elif detail is not None:
-                found = BackendUnavailable(self.where, detail)
-            self._probed = (now + _PROBE_EVERY, found)
-        return self._probed[1]
+            self._probed = (now + _PROBE_EVERY, detail)
+        return self._finding()
+
+    def _finding(self) -> BackendUnavailable | None:
+        """The last probe's finding, an exception of its own for each caller (None: up)."""
+        detail = self._probed[1]
+        if detail is None:
+            return None
+        if any(word in detail for word in _CREDENTIALS):
+            return CredentialsRefused(self.where, detail)
+        return BackendUnavailable(self.where, detail)
+
+    async def _is_down(self) -> bool:
+        return await self._probe(fresh=True) is not None
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none."""
@@ -347,49 +361,6 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         reply = await self.client.config_get(["maxmemory"])
         return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
-    async def _watched(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """*call*'s reply, or `BackendUnavailable` once Redis is found down meanwhile.
-
-        glide holds a request sent while it reconnects until the server is back,
-        instead of failing it (a ``SET`` sent just after the server died returned
-        1.6 s later): a pool would neither see the outage nor know that its lease
-        renewals and outcomes wait, while another pool's sweeper recovers its
-        claims. So a call without a reply after `_LIVENESS` seconds probes Redis
-        (with the standard library, in a thread), and again every `_LIVENESS`
-        seconds: if it is down, the call gives up with the probe's reason (the
-        request may still run when the server is back: like a reply that never
-        came, it may or may not have run). A call in flight when the connection
-        drops fails at once on its own.
-        """
-        reply: list[Any] = []
-        error: list[Exception] = []
-        finished = trio.Event()
-
-        async def wait_for_reply() -> None:
-            try:
-                reply.append(await call())
-            except Exception as exc:  # raised again below, in the caller
-                error.append(exc)
-            finished.set()
-
-        down: BackendUnavailable | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait_for_reply)
-            while not finished.is_set():
-                with trio.move_on_after(_LIVENESS):
-                    await finished.wait()
-                if finished.is_set():
-                    break
-                down = await self._probe(fresh=True)  # kept: `_explained` reports the same
-                if down is not None:
-                    nursery.cancel_scope.cancel()
-                    break
-        if down is not None:
-            raise down
-        if error:
-            raise error[0]
-        return reply[0]
-
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
 
@@ -404,7 +375,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         async with self._explained():
             with trio.CancelScope(shield=True, deadline=deadline):
                 try:
-                    return await self._watched(
+                    return await self._watch.call(
                         lambda: client.invoke_script(script, keys=self._key_list, args=values)
                     )
                 except glide.RequestError as exc:
