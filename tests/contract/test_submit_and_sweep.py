@@ -230,3 +230,41 @@ async def test_a_late_success_is_kept_when_no_other_run_has_finished(
     assert (snap.succeeded, snap.gauges.held, snap.gauges.retry_waiting) == (1, 0, 0)
     assert snap.conserved
     assert await backend.claim(1, lease=5, block=0) == []  # nothing left to run
+
+
+@pytest.mark.parametrize("start_again", ["requeued", "purged and enqueued again"])
+async def test_a_late_success_from_an_earlier_life_is_refused(
+    make_backend, autojump_clock, start_again
+):
+    """A job dead-lettered and requeued (or purged and enqueued anew) starts a new life: a
+    late success of a run from before, however late, does not complete the new one.
+
+    Found by the conservation machine on Redis: an ack held up 20 s behind a cut
+    link completed a requeued job whose own first attempt had just timed out."""
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue("p", id="j")
+    [late] = await backend.claim(1, lease=5, block=0)
+    for _ in range(6):  # the owner does not renew: its claim is recovered
+        await trio.sleep(1)
+        await backend.sweep()
+    if make_backend.redelivers:  # (at most once, the sweep dead-lettered it)
+        [other] = await backend.claim(1, lease=5, block=0)
+        assert await backend.dead_letter(other, None, "given up")
+    if start_again == "requeued":
+        await queue.requeue_dead("j")
+    else:
+        assert await queue.purge_dead("j") == 1
+        await queue.enqueue("p", id="j")
+    [new] = await backend.claim(1, lease=5, block=0)  # the new life's first attempt
+    assert await backend.retry_later(new, None)
+    assert not await backend.ack(late)  # from the earlier life: refused
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.FAILED_RETRY, 1)
+    assert await backend.requeue(new)  # the new life goes on
+    [again] = await backend.claim(1, lease=5, block=0)
+    assert await backend.ack(again)
+    snap = await backend.stats()
+    assert (snap.succeeded, snap.stale) == (1, 1)
+    assert snap.conserved

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import math
 import time
@@ -51,6 +50,9 @@ class _Entry:
     last_error: ErrorInfo | None = None
     reason: str | None = None
     token: str | None = None  # the live claim, if any
+    # claims numbered up to this one belong to an earlier life of the job (before it
+    # was requeued from the dead letters, or purged and enqueued anew)
+    life_from: int = 0
     lease_until: float = 0.0
     extended_until: float | None = None  # the one more lease a silence gave it
 
@@ -106,7 +108,7 @@ class MemoryBackend:
         self._claims: dict[str, _Entry] = {}
         self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._dead: dict[str, None] = {}
-        self._tokens = itertools.count(1)
+        self._last_token = 0  # claim tokens are the numbers after it, never reused
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
         self._metrics = Metrics(self._gauges)
@@ -317,6 +319,7 @@ class MemoryBackend:
             created_at=now,
             updated_at=now,
             ready_at=now,
+            life_from=self._last_token,
         )
         self._records[job.id] = entry
         self._schedule(entry, now)
@@ -364,6 +367,7 @@ class MemoryBackend:
         entry.move(JobState.RECEIVED, now)
         entry.attempts = 0
         entry.reason = None
+        entry.life_from = self._last_token
         self._schedule(entry, now)
         self._metrics.dead_requeued += 1
         record = entry.record(self._wall_offset())
@@ -392,7 +396,8 @@ class MemoryBackend:
             entry = self._ready.popleft()
             entry.move(JobState.PROCESSING, now)
             entry.queued = False
-            token = str(next(self._tokens))
+            self._last_token += 1
+            token = str(self._last_token)
             entry.token = token
             entry.lease_until = now + lease
             self._claims[token] = entry
@@ -423,14 +428,21 @@ class MemoryBackend:
 
         A late success is kept: when this claim's lease ran out and the job was
         claimed again, but no run of it has finished, the job completes now and
-        the other run's claim ends (its outcome will be refused).
+        the other run's claim ends (its outcome will be refused). Not across
+        lives: a claim from before the job was requeued from the dead letters
+        (or purged and enqueued anew) is stale.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._claims.get(claim.token)
         token = claim.token
         if entry is None:
             entry = self._records.get(claim.job.id)
-            if entry is None or entry.token is None or entry.state not in _CLAIMED:
+            if (
+                entry is None
+                or entry.token is None
+                or entry.state not in _CLAIMED
+                or int(claim.token) <= entry.life_from
+            ):
                 entry = self._live(claim)  # stale: counted as such
             else:
                 token = entry.token  # another run's claim: it ends here

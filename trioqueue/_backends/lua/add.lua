@@ -32,7 +32,7 @@ for i = 9, #ARGV, 3 do
   else
     redis.call('ZREM', K_FIN, id)  -- an earlier job of this id may have expired
     redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0,
-      'c', stamp(NOW), 't', '')
+      'c', stamp(NOW), 't', '', 'lf', life_from())
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
     replies[#replies + 1] = tostring(schedule(id))

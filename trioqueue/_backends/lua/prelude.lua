@@ -71,6 +71,9 @@ local function count(field, n)
   if (n or 1) ~= 0 then redis.call('HINCRBY', K_STATS, field, n or 1) end
 end
 local function stamp(n) return string.format('%.6f', n) end
+-- A job's life starts when it is enqueued or requeued from the dead letters: claims
+-- numbered up to the last token given so far belong to earlier lives (its 'lf').
+local function life_from() return redis.call('GET', K_SEQ) or '0' end
 
 -- Keep the queue's own keys alive KEY_TTL from now (a push feeds the queue).
 local function feed()
@@ -248,7 +251,7 @@ local function adopt(element)
   end
   redis.call('ZREM', K_FIN, id)
   redis.call('HSET', key, 'p', element, 'h', 'raw:' .. id, 's', 'received', 'a', 0,
-    'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '')
+    'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '', 'lf', life_from())
   count('enqueued')
   local ok, err = pcall(cjson.decode, element)
   if not ok then

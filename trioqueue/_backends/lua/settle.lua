@@ -7,11 +7,14 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   local holder = redis.call('HGET', key, 't')
   if holder ~= token then
     local state = redis.call('HGET', key, 's')
+    local life_from = tonumber(redis.call('HGET', key, 'lf') or '0')
     if kind == 'ack' and holder and holder ~= '' and
-      (state == 'processing' or state == 'failed_retry') then
+      (state == 'processing' or state == 'failed_retry') and
+      (tonumber(token) or 0) > life_from then
       -- A late success: this run's lease ran out and the job was claimed again, but no
       -- run of it has finished. The job is done: keep it. The other run's claim ends
-      -- here, and its outcome will be refused.
+      -- here, and its outcome will be refused. Not a claim from an earlier life of the
+      -- job (before it was requeued from the dead letters or enqueued anew): stale.
       unclaim(id)
       redis.call('HSET', key, 's', 'processing')  -- as the ack below expects
     else
