@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``tests_glide``, ``chaos``,
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``tests_coredis``, ``chaos``,
 ``chaos_outage``, ``bench``, ``bench_peers`` and ``mutants`` (mutation testing).
 """
 
@@ -25,7 +25,7 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    session.install(".[redis,cli,glide]")  # glide: the second client's own unit tests
+    session.install(".[redis,cli,coredis]")  # coredis: the second client's own tests
     install_group(session, "test")
     # Two test processes per core (pytest-xdist; worksteal evens out the few long tests):
     # most tests wait on Redis, subprocesses and real sleeps, so on 2 cores 4 processes
@@ -42,16 +42,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
-def tests_glide(session: nox.Session) -> None:
-    """The Redis tests on the valkey-glide client (the default is coredis); about 3 minutes.
+def tests_coredis(session: nox.Session) -> None:
+    """The Redis tests on the coredis client (the default is valkey-glide); about 3 minutes.
 
-    ``TRIOQUEUE_REDIS_CLIENT=glide`` for every test that uses Redis: the contract
-    suite's Redis variants, the Redis backend's, the command line's on Redis. The
-    short crash test is not among them (it runs alone); on glide it runs jobs
-    twice after a Redis restart (docs/benchmarks.md):
-    ``TRIOQUEUE_REDIS_CLIENT=glide pytest tests/test_chaos.py`` shows it.
+    ``TRIOQUEUE_REDIS_CLIENT=coredis`` for every test that uses Redis: the contract
+    suite's Redis variants, the Redis backend's, the command line's on Redis.
     """
-    session.install(".[redis,cli,glide]")
+    session.install(".[redis,cli,coredis]")
     install_group(session, "test")
     processes = str(min(2 * (os.cpu_count() or 1), 8))
     files = ["tests/contract", "tests/test_cli_redis.py"]
@@ -59,7 +56,7 @@ def tests_glide(session: nox.Session) -> None:
     session.run(
         "pytest", "-n", processes, "--dist", "worksteal", "--alone=exclude",
         "-k", "redis or Redis", *files, *session.posargs,
-        env={"TRIOQUEUE_REDIS_CLIENT": "glide"},
+        env={"TRIOQUEUE_REDIS_CLIENT": "coredis"},
     )  # fmt: skip
 
 
@@ -74,7 +71,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".[redis,cli,glide]")
+    session.install(".[redis,cli,coredis]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
 
@@ -137,7 +134,7 @@ def bench_peers(session: nox.Session) -> None:
     session's own environment. Writes benchmarks/results/peers.{json,md} and the
     plots. About 20 minutes; ``-- --rounds 1`` for a quicker look.
     """
-    session.install(".[redis,cli,glide]")
+    session.install(".[redis,cli,coredis]")
     install_group(session, "test")
     install_group(session, "bench")
     install_group(session, "peers")

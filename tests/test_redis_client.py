@@ -1,7 +1,7 @@
 """Choosing the Redis client, and how a URL becomes a valkey-glide configuration.
 
 Each connection's behaviour is the Redis tests' subject (``nox -s tests`` runs
-them on coredis, ``nox -s tests_glide`` on glide); these check what happens
+them on glide, ``nox -s tests_coredis`` on coredis); these check what happens
 before any connection.
 """
 
@@ -33,20 +33,20 @@ def head() -> list[str]:
     return []
 
 
-def test_coredis_is_the_client_unless_the_environment_says_glide(monkeypatch):
+def test_glide_is_the_client_unless_the_environment_says_coredis(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
-    monkeypatch.setenv(CLIENT_ENV, " Glide ")
     assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
-    monkeypatch.setenv(CLIENT_ENV, "coredis")
+    monkeypatch.setenv(CLIENT_ENV, " Coredis ")
     assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
 
 
-def test_without_coredis_glide_is_the_client(monkeypatch):
+def test_without_glide_coredis_is_the_client(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "coredis", None)  # as if not installed
-    assert chosen_client() == "glide"
-    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+    monkeypatch.setitem(sys.modules, "glide", None)  # as if not installed
+    assert chosen_client() == "coredis"
+    assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
 
 
 def test_a_client_named_but_not_installed_is_named_in_the_error(monkeypatch):
@@ -66,7 +66,7 @@ def test_an_unknown_client_is_refused_with_the_choices(monkeypatch):
     with pytest.raises(trioqueue.ConfigurationError) as raised:
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
     assert str(raised.value) == (
-        "TRIOQUEUE_REDIS_CLIENT='hiredis': use coredis or glide, or unset it to use the one "
+        "TRIOQUEUE_REDIS_CLIENT='hiredis': use glide or coredis, or unset it to use the one "
         "installed"
     )
 

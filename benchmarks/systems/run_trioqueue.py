@@ -2,8 +2,8 @@
 
 Variants: ``reliable`` (the default mode: BLMOVE into a processing list, leases,
 the recovery set and fencing all on; min_idle 30 s), ``simple`` (at-most-once
-lists), both on the default client (coredis), and ``reliable-glide``
-(reliable, on the valkey-glide client: ``TRIOQUEUE_REDIS_CLIENT=glide``).
+lists), both on the default client (valkey-glide), and ``reliable-coredis``
+(reliable, on the coredis client: ``TRIOQUEUE_REDIS_CLIENT=coredis``).
 Settings: ``workers`` = ``prefetch`` = the concurrency, claims and acks batched
 (the defaults), a capacity large enough for every job.
 """
@@ -22,8 +22,8 @@ CAPACITY = 1_000_000  # the benchmark measures speed, not backpressure
 
 
 def backend(args: Args) -> trioqueue.RedisBackend:
-    if args.variant == "reliable-glide":
-        os.environ["TRIOQUEUE_REDIS_CLIENT"] = "glide"
+    if args.variant == "reliable-coredis":
+        os.environ["TRIOQUEUE_REDIS_CLIENT"] = "coredis"
     if args.variant == "simple":
         return trioqueue.RedisBackend(
             args.url, queue="{" + args.queue + "}", capacity=CAPACITY, reliable=False
@@ -66,4 +66,4 @@ def work(args: Args, recorder: Recorder) -> None:
 
 
 if __name__ == "__main__":
-    main(enqueue, work, variants=("reliable", "simple", "reliable-glide"))
+    main(enqueue, work, variants=("reliable", "simple", "reliable-coredis"))

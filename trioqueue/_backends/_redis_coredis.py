@@ -1,6 +1,9 @@
 """One queue's connection to Redis through coredis (see `ConnectionBase`).
 
-coredis is pure Python on anyio, and the default client (see ``_redis_client.py``).
+coredis is pure Python on anyio: the client for platforms valkey-glide has no
+build for (Windows) and for a TLS set-up that needs the certificate's host-name
+check off alone (``?ssl_check_hostname=false``), which glide cannot do. Chosen with
+``TRIOQUEUE_REDIS_CLIENT=coredis``, or when glide is not installed.
 """
 
 from __future__ import annotations

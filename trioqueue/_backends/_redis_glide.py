@@ -4,7 +4,7 @@ The same interface and the same meaning of errors as the coredis connection:
 scripts get the queue's keys and the shared head of arguments, a reply that does
 not come within the I/O timeout and any connection error become
 `BackendUnavailable` (never showing the password), a script the server refuses
-becomes `BackendRefused`. Chosen with ``TRIOQUEUE_REDIS_CLIENT=glide`` (see
+becomes `BackendRefused`. The default client wherever glide is installed (see
 ``_redis_client.py``); what differs from coredis is said where it happens.
 
 glide multiplexes one connection per client, so each blocking ``BLMOVE`` gets a
