@@ -430,9 +430,9 @@ class Producer:
                 return line
 
     def finish(self) -> tuple[int, str]:
-        """The exit status and standard output."""
+        """The exit status and standard output (a process that does not end fails the test)."""
+        status = self.process.wait(timeout=TIMEOUT)  # its output is one line: no pipe fills
         out = self.process.stdout.read() if self.process.stdout else ""
-        status = self.process.wait(timeout=TIMEOUT)
         self.pump.join(timeout=TIMEOUT)
         return status, out
 
