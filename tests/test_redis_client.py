@@ -7,6 +7,7 @@ before any connection.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -24,7 +25,10 @@ from trioqueue._backends._redis_keys import RedisKeys
 from .redis_server import RedisServer, find_server_binary
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
+
+    from trioqueue import Queue
 
 KEYS = RedisKeys.for_queue("{q}")
 
@@ -141,50 +145,46 @@ def test_an_unreadable_ca_file_is_a_configuration_error(tmp_path: Path):
     assert "give the path of a PEM file" in str(raised.value)
 
 
-async def test_on_glide_a_call_while_redis_is_down_fails_instead_of_waiting(monkeypatch):
-    # glide holds a request sent while it reconnects until the server is back; the
-    # connection must say "unavailable" meanwhile, or a pool never sees the outage
+@contextlib.asynccontextmanager
+async def glide_queue_whose_redis_died(monkeypatch) -> AsyncIterator[tuple[RedisServer, Queue]]:
+    """A queue on glide that reached its private Redis once; the server is then killed."""
     monkeypatch.setenv(CLIENT_ENV, "glide")
     server = RedisServer(find_server_binary())
     server.start()
     try:
-        backend = trioqueue.RedisBackend(server.url, queue="{down}", min_idle=30)
-        async with backend:
+        async with trioqueue.RedisBackend(server.url, queue="{down}", min_idle=30) as backend:
             queue = trioqueue.Queue(backend)
             await queue.enqueue("before")  # connected
             server.stop(kill=True)
-            started = time.monotonic()
-            with pytest.raises(trioqueue.BackendUnavailable) as raised:
-                await queue.enqueue("during")
-            waited = time.monotonic() - started
-            assert "Connection refused" in str(raised.value)  # what the probe found
-            # one liveness period and a probe, not the 10 s I/O timeout
-            assert waited < IO_TIMEOUT / 2
-            server.restart()
-            assert await queue.enqueue("after")
+            yield server, queue
     finally:
         server.close()
+
+
+async def test_on_glide_a_call_while_redis_is_down_fails_instead_of_waiting(monkeypatch):
+    # glide holds a request sent while it reconnects until the server is back; the
+    # connection must say "unavailable" meanwhile, or a pool never sees the outage
+    async with glide_queue_whose_redis_died(monkeypatch) as (server, queue):
+        started = time.monotonic()
+        with pytest.raises(trioqueue.BackendUnavailable) as raised:
+            await queue.enqueue("during")
+        waited = time.monotonic() - started
+        assert "Connection refused" in str(raised.value)  # what the probe found
+        # one liveness period and a probe, not the 10 s I/O timeout
+        assert waited < IO_TIMEOUT / 2
+        server.start()
+        assert await queue.enqueue("after")
 
 
 async def test_on_glide_the_backend_is_back_soon_after_a_restarted_redis(monkeypatch):
     # glide's own reconnect backoff grows while the server is away: after 3 s it
     # answered 2.3-2.5 s after the server did, past the one more lease a sweep
     # grants after an outage, so live jobs were recovered and ran twice
-    monkeypatch.setenv(CLIENT_ENV, "glide")
-    server = RedisServer(find_server_binary())
-    server.start()
-    try:
-        backend = trioqueue.RedisBackend(server.url, queue="{back}", min_idle=30)
-        async with backend:
-            queue = trioqueue.Queue(backend)
-            await queue.enqueue("before")
-            server.stop(kill=True)
-            with pytest.raises(trioqueue.BackendUnavailable):
-                await queue.enqueue("during")
-            await trio.sleep(3)  # the server's absence is the subject: real time
-            server.start()
-            back = time.monotonic()
-            assert await queue.enqueue("after")
-            assert time.monotonic() - back < 1.0  # 0.2-0.25 s measured; 1.6-2.3 s before
-    finally:
-        server.close()
+    async with glide_queue_whose_redis_died(monkeypatch) as (server, queue):
+        with pytest.raises(trioqueue.BackendUnavailable):
+            await queue.enqueue("during")
+        await trio.sleep(3)  # the server's absence is the subject: real time
+        server.start()
+        back = time.monotonic()
+        assert await queue.enqueue("after")
+        assert time.monotonic() - back < 1.0  # 0.2-0.25 s measured; 1.6-2.3 s before
