@@ -571,10 +571,15 @@ def test_without_a_queue_the_command_says_the_two_ways_to_give_one(redis_server)
     )
 
 
-def test_a_queue_without_a_hash_tag_is_refused_with_the_tag_to_use(redis_server):
-    result = cli("stats", "--redis", redis_server.url, "--queue", "thumbnails")
-    assert result.returncode == 2
-    assert "{thumbnails}" in result.stderr
+def test_on_a_single_server_a_queue_needs_no_hash_tag(redis_server):
+    name = f"plain.{uuid.uuid4().hex[:8]}"
+    given = cli("enqueue", '{"n": 1}', "--redis", redis_server.url, "--queue", name)
+    assert given.returncode == 0, given.stderr
+    result = cli(
+        "stats", "--json", "--interval", "0.05", "--redis", redis_server.url, "--queue", name
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ready"] == 1
 
 
 # --- stats ----------------------------------------------------------------------------

@@ -47,7 +47,6 @@ def test_the_backend_names_the_extra_when_no_redis_client_is_installed():
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"queue": "thumbnails", "min_idle": 30}, r"queue='\{thumbnails\}'"),
         ({"queue": "{q}", "min_idle": 0}, r"min_idle=0\): use a number of seconds from 0.001"),
         ({"queue": "{q}", "min_idle": 1e300}, r"min_idle=1e\+300\): .* \(a century\)"),
         ({"queue": "{q}", "min_idle": 30, "key_ttl": 1e15}, r"key_ttl=1e\+?15|key_ttl=10{15}"),
@@ -57,10 +56,6 @@ def test_the_backend_names_the_extra_when_no_redis_client_is_installed():
         ),
         ({"queue": "{q}", "min_idle": 10, "recovery_ttl": 10}, r"must exceed min_idle"),
         ({"queue": "{q}", "min_idle": 30, "capacity": 0}, r"capacity=0"),
-        (
-            {"queue": "{q}", "min_idle": 30, "processing": "other.processing"},
-            r"different Redis Cluster slots",
-        ),
         ({"queue": "{q}", "min_idle": 30, "key_ttl": 0}, r"key_ttl=0\): use a number of seconds"),
         ({"queue": "{q}", "min_idle": 30, "max_deliveries": 0}, r"max_deliveries=0.*>= 1"),
         (

@@ -242,7 +242,7 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend:
 
     Raises:
         UsageError: The Redis extra is not installed; the message names it.
-        ConfigurationError: An option is out of range or the queue needs a hash tag.
+        ConfigurationError: An option is out of range; the message names it.
     """
     try:
         from ._backends._redis import RedisBackend  # lazily: the optional extra
@@ -355,7 +355,8 @@ def add_queue_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queue",
         metavar="NAME",
-        help=f"the queue's key, with a hash tag: '{{mail}}' (default: ${QUEUE_ENV})",
+        help=f"the queue's key, e.g. 'mail'; on a Redis Cluster with a hash tag, "
+        f"'{{mail}}' (default: ${QUEUE_ENV})",
     )
 
 

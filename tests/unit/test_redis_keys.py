@@ -52,18 +52,30 @@ def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
     assert hash_slot(keys.job_prefix + "any {odd} id") == hash_slot(name)
 
 
-def test_an_untagged_queue_is_refused_with_the_tag_to_use():
-    with pytest.raises(ConfigurationError, match=r"queue='\{thumbnails\}'") as info:
-        RedisKeys.for_queue("thumbnails")
-    assert "thumbnails.processing" in str(info.value)
-    assert "different Redis Cluster slots" in str(info.value)
+def test_any_name_makes_keys_for_a_single_server():
+    keys = RedisKeys.for_queue("cache.warmups")  # the seed's plain name
+    assert (keys.ready, keys.processing) == ("cache.warmups", "cache.warmups.processing")
+    assert keys.job_prefix == "cache.warmups.job:"
 
 
-def test_a_processing_key_on_another_slot_is_refused():
-    with pytest.raises(ConfigurationError, match=r"processing='\{other\}.processing'"):
-        RedisKeys.for_queue("{thumbnails}", processing="{other}.processing")
+def test_on_a_cluster_an_untagged_queue_is_refused_in_one_line_with_the_tag():
+    problem = RedisKeys.for_queue("cache.warmups").slot_problem()
+    assert problem == (
+        "queue 'cache.warmups': on a Redis Cluster every key of a queue shares one slot; "
+        "name it with a hash tag, '{cache.warmups}'"
+    )
+    assert RedisKeys.for_queue("{cache.warmups}").slot_problem() is None
+
+
+def test_on_a_cluster_a_processing_key_on_another_slot_is_refused():
+    keys = RedisKeys.for_queue("{thumbnails}", processing="{other}.processing")
+    assert keys.slot_problem() == (
+        "queue '{thumbnails}': on a Redis Cluster every key of a queue shares its slot, "
+        "and processing='{other}.processing' does not; start it with {thumbnails}"
+    )
     keys = RedisKeys.for_queue("{thumbnails}", processing="{thumbnails}:inflight")
     assert keys.processing == "{thumbnails}:inflight"
+    assert keys.slot_problem() is None
 
 
 def test_an_empty_queue_name_is_refused():
@@ -83,8 +95,8 @@ def test_no_key_of_a_queue_is_accepted_as_the_name_of_another():
 extensions = st.sampled_from([*SUFFIXES, JOB_INFIX, ".job", ".", ""]) | st.text(max_size=6)
 
 
-@given(st.text(max_size=8), extensions, st.text(max_size=6))
-def test_two_accepted_names_never_share_a_key(name, extension, tail):
+@given(st.sampled_from(["{t}", ""]), st.text(max_size=8), extensions, st.text(max_size=6))
+def test_two_accepted_names_never_share_a_key(tag, name, extension, tail):
     def keys_of(queue: str) -> set[str] | None:
         try:
             keys = RedisKeys.for_queue(queue)
@@ -93,7 +105,7 @@ def test_two_accepted_names_never_share_a_key(name, extension, tail):
         named = {k for role, k in keys.all_keys().items() if role != "job_prefix"}
         return named | {keys.job_prefix + job_id for job_id in ("j", tail, extension + tail)}
 
-    first, second = "{t}" + name, "{t}" + name + extension + tail
+    first, second = tag + name, tag + name + extension + tail
     a, b = keys_of(first), keys_of(second)
     if a is not None and b is not None and first != second:
         assert not a & b

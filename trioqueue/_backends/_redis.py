@@ -118,8 +118,11 @@ class RedisBackend:
 
     Args:
         url: ``redis://host:port/db``.
-        queue: The ready list's key. All the queue's keys derive from it and
-            must share its cluster slot, so give it a hash tag: ``"{mail}"``.
+        queue: The ready list's key; all the queue's keys derive from it. Any
+            name works on a single server (``"cache.warmups"``); on a Redis
+            Cluster the keys must share one slot, so give it a hash tag
+            (``"{mail}"``), or the first call raises `ConfigurationError`
+            naming the tag.
         capacity: Most jobs on the ready list; `Queue.enqueue` waits beyond it.
             *capacity*, *reliable* and *key_ttl* are the queue's shared
             settings (`settings`): every user of a queue follows the ones
@@ -162,8 +165,8 @@ class RedisBackend:
             no limit. Jobs a clean shutdown put back do not count.
 
     Raises:
-        ConfigurationError: A setting is out of range, or the keys fall in
-            different cluster slots; the message says what to change.
+        ConfigurationError: A setting is out of range; the message says what
+            to change.
     """
 
     def __init__(

@@ -22,6 +22,7 @@ import trio
 from .._exceptions import (
     BackendOutOfMemory,
     BackendRefused,
+    ConfigurationError,
     TrioqueueError,
 )
 from .._payload import decode_payload
@@ -157,9 +158,19 @@ class ConnectionBase(Generic[ClientT]):
         """The server's ``maxmemory`` in bytes (0: no limit)."""
         raise NotImplementedError
 
-    async def _refusal(self, name: str, exc: Exception) -> BackendRefused:
-        """What an error reply to *name* (a script, a command) means, as the error to raise."""
+    async def _refusal(self, name: str, exc: Exception) -> BackendRefused | ConfigurationError:
+        """What an error reply to *name* (a script, a command) means, as the error to raise.
+
+        ``CROSSSLOT``, from a Redis Cluster, means a queue whose keys span slots: a
+        `ConfigurationError` (a pool stops on it) naming the hash tag to use.
+        """
         message = scrubbed(str(exc), self._url)
+        # coredis raises ClusterCrossSlotError, glide a RequestError saying "CrossSlot"
+        if "crossslot" in f"{type(exc).__name__} {message}".lower():
+            return ConfigurationError(
+                self._keys.slot_problem()
+                or f"Redis at {self.where} refused {name}: {message}"  # not the queue's keys
+            )
         if _OOM.search(message):  # refused before it ran (see _redis_scripts.FLAGS)
             limit = "unknown"
             with contextlib.suppress(Exception), trio.move_on_after(1):

@@ -1,9 +1,11 @@
 """The Redis key layout of one queue, and the cluster hash-slot rule it must obey.
 
-All keys of a queue share the queue's hash slot, so every multi-key move is one
-Lua script on one node, in a single Redis or in a Redis Cluster. That holds when
-the queue name carries a hash tag (``{thumbnails}``): every derived key starts
-with the name, and Redis hashes only the tag.
+Every multi-key move is one Lua script. On a single server any queue name works
+(``cache.warmups``). On a Redis Cluster a script's keys must share one hash
+slot, which holds when the queue name carries a hash tag (``{thumbnails}``):
+every derived key starts with the name, and Redis hashes only the tag. A queue
+whose keys span slots is refused on a cluster (`RedisKeys.slot_problem`), in one
+line that names the tag to use.
 """
 
 from __future__ import annotations
@@ -98,12 +100,12 @@ class RedisKeys:
     def for_queue(
         cls, queue: str, *, processing: str | None = None, claims: str | None = None
     ) -> RedisKeys:
-        """Derive every key from the queue name; check that they share one slot.
+        """Derive every key from the queue name (any name: see `slot_problem` for clusters).
 
         Raises:
-            ConfigurationError: The name is empty, is or could be another queue's key
-                (it ends with one of `SUFFIXES` or holds `JOB_INFIX`), or the keys
-                fall in different cluster slots; the message names the fix.
+            ConfigurationError: The name is empty, or is or could be another queue's
+                key (it ends with one of `SUFFIXES` or holds `JOB_INFIX`); the message
+                names the fix.
         """
         if not isinstance(queue, str) or not queue:
             raise ConfigurationError(
@@ -125,7 +127,6 @@ class RedisKeys:
             retrying=f"{queue}.retrying",
             job_prefix=f"{queue}{JOB_INFIX}",
         )
-        keys.check_one_slot()
         return keys
 
     def script_keys(self) -> list[str]:
@@ -151,18 +152,26 @@ class RedisKeys:
         named["job_prefix"] = self.job_prefix + "<id>"
         return named
 
-    def check_one_slot(self) -> None:
-        """Raise `ConfigurationError` unless every key hashes to the ready list's slot."""
+    def slot_problem(self) -> str | None:
+        """Why these keys cannot serve a queue on a Redis Cluster, in one line; None if they can.
+
+        Every key must hash to the ready list's slot; the line names the tag to use.
+        """
         slot = hash_slot(self.ready)
-        strays = {role: key for role, key in self.all_keys().items() if hash_slot(key) != slot}
-        if strays:
-            listing = ", ".join(
-                f"{role}={key!r} (slot {hash_slot(key)})" for role, key in strays.items()
+        stray = next(
+            ((role, key) for role, key in self.all_keys().items() if hash_slot(key) != slot),
+            None,
+        )
+        if stray is None:
+            return None
+        tag = _suggest(self.ready)
+        role, key = stray
+        if role in ("processing", "claims") and self.ready == tag:  # a key given by hand
+            return (
+                f"queue {self.ready!r}: on a Redis Cluster every key of a queue shares its "
+                f"slot, and {role}={key!r} does not; start it with {tag}"
             )
-            tag = _suggest(self.ready)
-            raise ConfigurationError(
-                f"the keys of queue {self.ready!r} (slot {slot}) fall in different Redis "
-                f"Cluster slots: {listing}. A multi-key move must stay on one slot: name the "
-                f"queue with a hash tag, queue={tag!r}, so its keys become {tag}, "
-                f"{tag}.processing, {tag}.claims…"
-            )
+        return (
+            f"queue {self.ready!r}: on a Redis Cluster every key of a queue shares one "
+            f"slot; name it with a hash tag, {tag!r}"
+        )
