@@ -114,6 +114,39 @@ async def test_a_record_pushed_by_another_client_is_consumed(redis_server: Redis
         assert all((d.reason or "").startswith("undecodable record: not JSON") for d in dead)
 
 
+@pytest.mark.parametrize("reliable", [True, False], ids=["reliable", "simple"])
+async def test_each_push_of_another_program_is_a_job_of_its_own(
+    redis_server: RedisServer, reliable: bool
+):
+    """Seed 001 pushes `warm /home` twice: it runs twice, as a plain list runs it."""
+    import coredis
+
+    name = queue_name()
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=name, min_idle=30, reliable=reliable
+    ) as backend:
+        # a producer's id in the raw ids' form: a push never takes it over
+        await Queue(backend).enqueue({"mine": True}, id="raw-1")
+        async with coredis.Redis.from_url(redis_server.url) as client:
+            await client.lpush(name, ['{"page": "/home"}', '{"page": "/home"}'])
+        seen: list[trioqueue.Job] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            seen.append(job)
+
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2):
+            pass
+        stats = await backend.stats()
+    by_id = {job.id: job.payload for job in seen}
+    assert by_id.pop("raw-1") == {"mine": True}
+    assert list(by_id.values()) == [{"page": "/home"}, {"page": "/home"}]
+    raw_ids = list(by_id)
+    assert len(set(raw_ids)) == 2
+    assert all(job_id.startswith("raw-") and job_id != "raw-1" for job_id in raw_ids)
+    assert (stats.enqueued, stats.succeeded, stats.deduplicated) == (3, 3, 0)
+    assert stats.conserved
+
+
 def test_a_simple_queue_needs_no_min_idle():
     backend = trioqueue.RedisBackend("redis://127.0.0.1:1/0", queue="{q}", reliable=False)
     assert not backend.reliable

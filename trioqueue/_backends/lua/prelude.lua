@@ -239,19 +239,23 @@ local function finished(id)
   end
 end
 
--- Turn an element pushed by another client into a job record; its id is the
--- SHA-1 of its content. Returns the id, or nil when it is a duplicate of a job
--- already known or does not decode (then it is dead-lettered with the reason).
+-- Turn an element pushed by another client into a job record. Each push is a job
+-- of its own (two identical pushes run twice, as a plain list would run them): its
+-- id is 'raw-' and the next number of the claim-token sequence (skipping an id a
+-- producer chose), its payload hash the SHA-1 of its content. A producer that
+-- wants pushes deduplicated gives ids, through the library or `trioqueue enqueue`.
+-- Returns the id, or nil when the element does not decode (then it is dead-lettered
+-- with the reason).
 local function adopt(element)
-  local id = redis.sha1hex(element)
-  local key = jobkey(id)
-  if redis.call('EXISTS', key) == 1 then
-    count('deduplicated')
-    return nil
-  end
+  local id, key
+  repeat
+    id = 'raw-' .. redis.call('INCR', K_SEQ)
+    key = jobkey(id)
+  until redis.call('EXISTS', key) == 0
   redis.call('ZREM', K_FIN, id)
-  redis.call('HSET', key, 'p', element, 'h', 'raw:' .. id, 's', 'received', 'a', 0,
-    'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '', 'lf', life_from())
+  redis.call('HSET', key, 'p', element, 'h', 'raw:' .. redis.sha1hex(element), 's', 'received',
+    'a', 0, 'q', 0, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '',
+    'lf', life_from())
   count('enqueued')
   local ok, err = pcall(cjson.decode, element)
   if not ok then
