@@ -18,6 +18,7 @@ from hypothesis import settings
 
 import trioqueue
 
+from .redis_cluster import RedisCluster
 from .redis_server import RedisServer, find_server_binary
 
 settings.register_profile("default", deadline=None, max_examples=100)
@@ -29,11 +30,12 @@ BACKENDS = [
     pytest.param("memory", id="memory"),
     pytest.param("redis", id="redis"),
     pytest.param("redis-simple", id="redis-simple"),
+    pytest.param("redis-cluster", id="redis-cluster"),
 ]
 
 # Real seconds every task must stay blocked before a mock clock jumps: a Redis reply
 # in flight leaves every task blocked too, and must not count as idle.
-JUMP_AFTER = {"memory": 0.0, "redis": 0.02, "redis-simple": 0.02}
+JUMP_AFTER = {"memory": 0.0, "redis": 0.02, "redis-simple": 0.02, "redis-cluster": 0.02}
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
@@ -118,6 +120,17 @@ def redis_server() -> Iterator[RedisServer]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A private Redis Cluster (3 masters, 3 replicas) for the whole session."""
+    cluster = RedisCluster(find_server_binary())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
 async def _connected(backend: trioqueue.RedisBackend) -> trioqueue.RedisBackend:
     """Open *backend* in a system task that keeps it open until the Trio run ends."""
     started = trio.Event()
@@ -185,14 +198,17 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
         options = {} if retention is None else {"retention": retention}
         if kind == "memory":
             return trioqueue.MemoryBackend(capacity, **options)
-        server = request.getfixturevalue("redis_server")
+        if kind == "redis-cluster":  # reliable, on a cluster of three masters
+            url = request.getfixturevalue("redis_cluster").url + "?cluster=yes"
+        else:
+            url = request.getfixturevalue("redis_server").url
         backend = trioqueue.RedisBackend(
-            server.url,
+            url,
             queue="{t-" + uuid.uuid4().hex[:12] + "}",
             capacity=capacity,
             min_idle=30,
             clock=trio.current_time,
-            reliable=kind == "redis",
+            reliable=kind != "redis-simple",
             **options,
         )
         _hold_the_clock(backend._conn)  # the private attribute: a test-only look inside

@@ -8,6 +8,7 @@ ships. When none is found the tests fail, loudly, with the fix.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -46,6 +47,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_cluster_port() -> int:
+    """A free port for a cluster node: at most 55535, and free 10,000 higher too (its bus)."""
+    for _ in range(200):
+        port = random.randint(20_000, 55_535)
+        try:
+            for candidate in (port, port + 10_000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 class RedisServer:
     """One private server process; can be killed and restarted on the same port and data."""
 
@@ -54,7 +69,8 @@ class RedisServer:
     ) -> None:
         self.binary = binary
         self.extra = extra  # more server arguments, e.g. ("--maxmemory", "2mb")
-        self.port = free_port()
+        self._free_port = free_cluster_port if "--cluster-enabled" in extra else free_port
+        self.port = self._free_port()
         self.appendonly = appendonly
         self.dir = Path(tempfile.mkdtemp(prefix="trioqueue-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -86,7 +102,7 @@ class RedisServer:
                     # runs several) may have taken it since. A first start moves on to another.
                     self.stop()
                     (self.dir / "server.log").unlink(missing_ok=True)
-                    self.port = free_port()
+                    self.port = self._free_port()
                     self.start()
                     return
                 raise RuntimeError(f"{self.binary} exited at start: {err}{self.log()}")

@@ -149,6 +149,9 @@ def test_a_backend_repr_shows_no_password():
         ("redis://[::1:6379/0", "cannot be parsed"),
         ("unix://", "it names no socket"),
         (6379, "it is not a str but 'int'"),
+        ("redis://h:7000?cluster=maybe", "its ?cluster= is neither yes nor no"),
+        ("unix:///run/redis.sock?cluster=yes", "a Redis Cluster is reached over TCP"),
+        ("redis://h:7000/3?cluster=yes", "a Redis Cluster has database 0 only"),
     ],
 )
 def test_a_backend_with_a_bad_url_is_refused_at_construction(url, says):
@@ -182,6 +185,9 @@ def test_a_url_without_a_scheme_names_the_accepted_ones_with_an_example():
         "redis://h/0?password=p@ss",
         "redis://h/0?client_name=me@host",
         "redis://[::1]:6379/0",
+        "redis://h:7000?cluster=yes",
+        "rediss://h:7000/0?cluster=true&ssl_ca_certs=/ca.pem",
+        "redis://h:6379/2?cluster=no",
     ],
 )
 def test_valid_urls_are_accepted(url):

@@ -83,7 +83,7 @@ retentions = st.sampled_from([None, None, Retention(max_count=2), Retention(max_
 # Examples per run, as a share of the profile's max_examples (tests/conftest.py: 100
 # locally, 200 with HYPOTHESIS_PROFILE=ci): a Redis step also waits for 20 ms of real
 # quiet after every step, so Redis gets fewer.
-SHARE: Final = {"memory": 1.0, "redis": 0.15, "redis-simple": 0.15}
+SHARE: Final = {"memory": 1.0, "redis": 0.15, "redis-simple": 0.15, "redis-cluster": 0.1}
 STEPS: Final = 35
 # Each backend's examples are split between this many tests, each with a random seed of
 # its own: the same number of examples in all, but parallel test processes share them

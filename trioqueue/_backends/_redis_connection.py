@@ -115,6 +115,7 @@ def log_unblock_refused(exc: Exception) -> None:
     )
 
 
+_REDIRECT: Final = re.compile(r"\b(?:MOVED|ASK):? \d+ ", re.IGNORECASE)  # glide: "Moved: 12495 h:p"
 _OOM: Final = re.compile(r"(?:^|\W)OOM\b")  # a write refused for want of memory
 _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
 
@@ -161,8 +162,9 @@ class ConnectionBase(Generic[ClientT]):
     async def _refusal(self, name: str, exc: Exception) -> BackendRefused | ConfigurationError:
         """What an error reply to *name* (a script, a command) means, as the error to raise.
 
-        ``CROSSSLOT``, from a Redis Cluster, means a queue whose keys span slots: a
-        `ConfigurationError` (a pool stops on it) naming the hash tag to use.
+        From a Redis Cluster, ``CROSSSLOT`` means a queue whose keys span slots, and
+        ``MOVED`` a single-server client: each a `ConfigurationError` (a pool stops
+        on it) that names the fix (the hash tag to use; ``?cluster=yes``).
         """
         message = scrubbed(str(exc), self._url)
         # coredis raises ClusterCrossSlotError, glide a RequestError saying "CrossSlot"
@@ -170,6 +172,11 @@ class ConnectionBase(Generic[ClientT]):
             return ConfigurationError(
                 self._keys.slot_problem()
                 or f"Redis at {self.where} refused {name}: {message}"  # not the queue's keys
+            )
+        if type(exc).__name__ in ("MovedError", "AskError") or _REDIRECT.search(message):
+            return ConfigurationError(
+                f"Redis at {self.where} is a Redis Cluster node, and queue "
+                f"{self._keys.ready!r} lives on another node: add ?cluster=yes to the URL"
             )
         if _OOM.search(message):  # refused before it ran (see _redis_scripts.FLAGS)
             limit = "unknown"

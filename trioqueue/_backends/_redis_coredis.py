@@ -17,10 +17,16 @@ import trio
 from coredis.retry import NoRetryPolicy
 from coredis.tokens import PureToken
 
-from .._exceptions import BackendUnavailable
+from .._exceptions import BackendUnavailable, ConfigurationError
 from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
 from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, client_url, failure_detail, scrubbed
+from ._redis_url import (
+    CredentialsRefused,
+    client_url,
+    failure_detail,
+    scrubbed,
+    wants_cluster,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +51,12 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
+        if wants_cluster(url):  # here, not when the backend opens
+            raise ConfigurationError(
+                "the coredis client talks to one Redis server here; for a Redis Cluster "
+                "(?cluster=yes) use valkey-glide, the default: pip install '.[redis]' and "
+                "unset TRIOQUEUE_REDIS_CLIENT"
+            )
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
 

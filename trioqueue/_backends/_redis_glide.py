@@ -7,6 +7,12 @@ not come within the I/O timeout and any connection error become
 becomes `BackendRefused`. The default client wherever glide is installed (see
 ``_redis_client.py``); what differs from coredis is said where it happens.
 
+With ``?cluster=yes`` the clients are glide's cluster clients: they find the
+cluster from the URL's node, send each script to the queue's slot, follow MOVED
+and ASK, and follow a failover; what concerns the queue's node alone (the
+waiting connection's id, ``CLIENT UNBLOCK``, ``CONFIG GET``) is routed to the
+slot's primary.
+
 glide multiplexes one connection per client, so each blocking ``BLMOVE`` gets a
 client of its own (kept for the next wait): on a shared one, a cancelled wait's
 moved element was lost, and two waits queued behind each other.
@@ -26,7 +32,7 @@ from .._exceptions import BackendUnavailable, ConfigurationError
 from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, scrubbed
+from ._redis_url import CredentialsRefused, scrubbed, wants_cluster
 from ._redis_watch import LivenessWatch
 
 if TYPE_CHECKING:
@@ -63,6 +69,9 @@ _TRANSIENT: Final = (
     "CLUSTERDOWN",
 )
 
+Client = glide.GlideClient | glide.GlideClusterClient
+"""A standalone or a cluster glide client: the connection uses either."""
+
 glide.Logger.set_logger_config(glide.LogLevel.OFF)  # else it writes to standard output
 
 
@@ -78,7 +87,9 @@ def _refuse_what_glide_cannot_do(url: str) -> None:
         )
 
 
-def glide_configuration(url: str) -> glide.GlideClientConfiguration:
+def glide_configuration(
+    url: str,
+) -> glide.GlideClientConfiguration | glide.GlideClusterClientConfiguration:
     """The glide client configuration a (checked) Redis URL means.
 
     ``redis://[user:password@]host[:port][/db]``, ``rediss://`` (TLS; the
@@ -87,6 +98,8 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     ``?password=`` and ``?ssl_certfile=``/``?ssl_keyfile=`` (a client certificate)
     are read too. glide has no switch for the host-name check alone, so
     ``?ssl_check_hostname=false`` is refused with what to do instead.
+    ``?cluster=yes``: a Redis Cluster, reached through the URL's node (a cluster
+    client's configuration, database 0).
 
     Raises:
         ConfigurationError: ``?ssl_check_hostname=false``, or the CA file cannot be read.
@@ -118,6 +131,18 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
             client_cert_path=parts.options.get("ssl_certfile"),
             client_key_path=parts.options.get("ssl_keyfile"),
         )
+    if wants_cluster(url):
+        return glide.GlideClusterClientConfiguration(
+            [address],
+            use_tls=parts.scheme == "rediss",
+            credentials=credentials,
+            request_timeout=int(IO_TIMEOUT * 1000),
+            reconnect_strategy=_RECONNECT,
+            lazy_connect=True,
+            advanced_config=glide.AdvancedGlideClusterClientConfiguration(
+                connection_timeout=_CONNECT_TIMEOUT_MS, tls_config=tls
+            ),
+        )
     return glide.GlideClientConfiguration(
         [address],
         use_tls=parts.scheme == "rediss",
@@ -133,8 +158,16 @@ def glide_configuration(url: str) -> glide.GlideClientConfiguration:
     )
 
 
+async def _new_client(url: str) -> Client:
+    """A glide client for *url*: a cluster client when the URL says ``?cluster=yes``."""
+    config = glide_configuration(url)
+    if isinstance(config, glide.GlideClusterClientConfiguration):
+        return await glide.GlideClusterClient.create(config)
+    return await glide.GlideClient.create(config)
+
+
 @final
-class GlideConnection(ConnectionBase[glide.GlideClient]):
+class GlideConnection(ConnectionBase[Client]):
     """The glide client of one queue, opened and closed by its backend.
 
     URLs as `glide_configuration` reads them; otherwise see `ConnectionBase`.
@@ -145,11 +178,13 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
     ) -> None:
         super().__init__(url, keys, head)
         _refuse_what_glide_cannot_do(url)  # here, not when the backend opens
-        self._waiters: list[glide.GlideClient] = []  # idle clients for BLMOVE alone
-        self._all_waiters: list[glide.GlideClient] = []
+        self._waiters: list[Client] = []  # idle clients for BLMOVE alone
+        self._all_waiters: list[Client] = []
         self._scripts: dict[str, glide.Script] = {}
         self._probed: tuple[float, str | None] = (-math.inf, None)  # until when, what
         # glide holds a script sent while it reconnects: the watch gives it up if Redis is down
+        # on a cluster, what concerns the queue's node goes to its slot's primary
+        self._slot_route = glide.SlotKeyRoute(glide.SlotType.PRIMARY, keys.ready)
         self._watch = LivenessWatch(
             self._is_down,
             lambda: self._finding() or BackendUnavailable(self.where, "no reply, and Redis is up"),
@@ -158,7 +193,7 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
     async def open(self) -> None:
         """Create the client and the scripts (connecting happens on first use)."""
         with self.reachable():
-            self._client = await glide.GlideClient.create(glide_configuration(self._url))
+            self._client = await _new_client(self._url)
         scripts = load_sources().items()
         self._scripts = {name: glide.Script(src) for name, src in scripts}  # type: ignore[no-untyped-call]
         self._watch.start()
@@ -247,11 +282,18 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
         """The fields of many hashes, in one round trip (a batch)."""
         if not keys:
             return []
-        batch = glide.Batch(is_atomic=False)
-        for key in keys:
-            batch.hgetall(key)
+        client = self.client
         async with self._explained():
-            replies = await self.client.exec(batch, raise_on_error=True)
+            if isinstance(client, glide.GlideClusterClient):  # the keys share one slot
+                cluster_batch = glide.ClusterBatch(is_atomic=False)
+                for key in keys:
+                    cluster_batch.hgetall(key)
+                replies = await client.exec(cluster_batch, raise_on_error=True)
+            else:
+                batch = glide.Batch(is_atomic=False)
+                for key in keys:
+                    batch.hgetall(key)
+                replies = await client.exec(batch, raise_on_error=True)
         return list(replies or [])
 
     async def list_items(self, key: str) -> list[bytes]:
@@ -265,14 +307,14 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
             return await self.client.exists(list(keys))
 
     @contextlib.asynccontextmanager
-    async def _waiting_client(self) -> AsyncIterator[glide.GlideClient]:
+    async def _waiting_client(self) -> AsyncIterator[Client]:
         """A client that makes no other request while the caller blocks on it."""
         if self._waiters:
             waiter = self._waiters.pop()
         else:
             self.client  # noqa: B018 - raises unless open
             with self.reachable():
-                waiter = await glide.GlideClient.create(glide_configuration(self._url))
+                waiter = await _new_client(self._url)
             self._all_waiters.append(waiter)
         try:
             yield waiter
@@ -294,10 +336,14 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
             return await self._blmove_on(waiter, source, destination, block)
 
     async def _blmove_on(
-        self, waiter: glide.GlideClient, source: str, destination: str, block: float
+        self, waiter: Client, source: str, destination: str, block: float
     ) -> bytes | None:
         async with self._explained():
-            client_id = await waiter.client_id()  # read each time: a reconnect changes it
+            # read each time: a reconnect (or a failover) changes it
+            if isinstance(waiter, glide.GlideClusterClient):
+                client_id = int(await waiter.custom_command(["CLIENT", "ID"], self._slot_route))
+            else:
+                client_id = await waiter.client_id()
         box: dict[str, Any] = {}
         done = trio.Event()
 
@@ -348,17 +394,24 @@ class GlideConnection(ConnectionBase[glide.GlideClient]):
 
         A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
         """
+        command: list[str | bytes] = ["CLIENT", "UNBLOCK", str(client_id), "TIMEOUT"]
+        client = self.client
         try:
-            reply = await self.client.custom_command(
-                ["CLIENT", "UNBLOCK", str(client_id), "TIMEOUT"]
-            )
+            if isinstance(client, glide.GlideClusterClient):  # to the queue's node
+                reply = await client.custom_command(command, self._slot_route)
+            else:
+                reply = await client.custom_command(command)
         except glide.RequestError as exc:
             log_unblock_refused(exc)
             return False
         return bool(reply)
 
     async def _maxmemory(self) -> int:
-        reply = await self.client.config_get(["maxmemory"])
+        client = self.client
+        if isinstance(client, glide.GlideClusterClient):
+            reply = await client.config_get(["maxmemory"], self._slot_route)
+        else:
+            reply = await client.config_get(["maxmemory"])
         return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:

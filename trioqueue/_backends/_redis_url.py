@@ -18,6 +18,7 @@ from typing import Final
 from .._exceptions import BackendRefused, ConfigurationError
 
 __all__ = [
+    "CLUSTER_EXAMPLE",
     "EXAMPLE",
     "SCHEMES",
     "CredentialsRefused",
@@ -27,6 +28,7 @@ __all__ = [
     "redacted",
     "scrubbed",
     "url_problem",
+    "wants_cluster",
 ]
 
 SCHEMES: Final = ("redis", "rediss", "unix")
@@ -35,6 +37,10 @@ SCHEMES: Final = ("redis", "rediss", "unix")
 EXAMPLE: Final = "redis://localhost:6379/0"
 """A valid URL, shown by the messages about invalid ones."""
 
+CLUSTER_EXAMPLE: Final = "redis://node-1:7000?cluster=yes"
+"""A Redis Cluster URL, shown by the messages about a cluster URL that is not valid."""
+_YES: Final = ("yes", "true", "1")
+_NO: Final = ("no", "false", "0")
 _HIDDEN: Final = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # a query-string password runs to the next `&name=` (so a raw `&`, `#`, `?` or `@` in it
@@ -129,9 +135,14 @@ def url_problem(url: object) -> str | None:
         return f"it cannot be parsed (check the brackets of an IPv6 address, and {encode})"
     if _misplaced_at(parts, unix=name.lower() == "unix"):
         return f"its user name or password holds a raw /, ? or #, which ends the host: {encode}"
+    cluster = _options(parts).get("cluster")
+    if cluster is not None and cluster.lower() not in (*_YES, *_NO):
+        return f"its ?cluster= is neither yes nor no: for a Redis Cluster, e.g. {CLUSTER_EXAMPLE}"
     if name.lower() == "unix":
         if not parts.path.strip("/"):
             return "it names no socket: give its path, e.g. unix:///run/redis.sock?db=0"
+        if cluster is not None and cluster.lower() in _YES:
+            return f"a Redis Cluster is reached over TCP, e.g. {CLUSTER_EXAMPLE}"
         return None
     try:
         parts.port  # noqa: B018 - parsing it is the check
@@ -142,7 +153,23 @@ def url_problem(url: object) -> str | None:
     database = parts.path.strip("/")
     if database and not database.isdigit():
         return f"its database is not a number: use redis://host:port/db, e.g. {EXAMPLE}"
+    if cluster is not None and cluster.lower() in _YES and database not in ("", "0"):
+        return f"a Redis Cluster has database 0 only: leave out the /db, e.g. {CLUSTER_EXAMPLE}"
     return None
+
+
+def _options(parts: urllib.parse.SplitResult) -> dict[str, str]:
+    return {name.lower(): value for name, value in urllib.parse.parse_qsl(parts.query)}
+
+
+def wants_cluster(url: str) -> bool:
+    """Whether a (checked) URL says ``?cluster=yes``: the server is a Redis Cluster.
+
+    Said, not detected: a backend does not reach Redis until its first call, and
+    Redis may be down when a worker starts. A single-server client that meets a
+    cluster node gets MOVED, which the connection reports with this option as the fix.
+    """
+    return _options(urllib.parse.urlsplit(url)).get("cluster", "").lower() in _YES
 
 
 def _misplaced_at(parts: urllib.parse.SplitResult, *, unix: bool) -> bool:
@@ -177,7 +204,7 @@ def client_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "rediss":
         return url
-    options = {name.lower(): value for name, value in urllib.parse.parse_qsl(parts.query)}
+    options = _options(parts)
     if "ssl_check_hostname" in options or options.get("ssl_cert_reqs", "").lower() == "none":
         return url
     query = f"{parts.query}&ssl_check_hostname=true" if parts.query else "ssl_check_hostname=true"

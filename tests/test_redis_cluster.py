@@ -1,0 +1,161 @@
+"""A real Redis Cluster (3 masters, 3 replicas): routing, the URL's switch, a failover.
+
+The contract suite runs on the session's cluster as its ``redis-cluster``
+variant; these tests are about what only a cluster has. A failover kills the
+master that serves the queue's slot, so it gets a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import Queue
+from trioqueue._backends._redis_keys import hash_slot
+
+from .redis_cluster import RedisCluster, master_index
+from .redis_server import find_server_binary
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+def tag_on(cluster: RedisCluster, master: int) -> str:
+    """A fresh queue name whose slot *master* (0, 1 or 2) serves."""
+    while True:
+        name = "{n-" + uuid.uuid4().hex[:8] + "}"
+        if master_index(hash_slot(name)) == master:
+            return name
+
+
+async def test_a_queue_on_another_node_than_the_urls_runs_through_the_cluster(redis_cluster):
+    name = tag_on(redis_cluster, 2)  # the URL names master 0
+    assert redis_cluster.master_of(name) is redis_cluster.masters[2]
+    seen: list[int] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        seen.append(job.payload)
+
+    url = redis_cluster.url + "?cluster=yes"
+    async with trioqueue.RedisBackend(url, queue=name, min_idle=30) as backend:
+        await Queue(backend).enqueue_many(list(range(20)))
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler, workers=4):
+                pass
+        stats = await backend.stats()
+    assert sorted(seen) == list(range(20))
+    assert (stats.succeeded, stats.gauges.held) == (20, 0)
+
+
+async def test_a_single_server_url_to_a_cluster_says_to_add_cluster_yes(redis_cluster):
+    name = tag_on(redis_cluster, 1)  # not on the node the URL names: MOVED
+    async with trioqueue.RedisBackend(redis_cluster.url, queue=name, min_idle=30) as backend:
+        with pytest.raises(trioqueue.ConfigurationError) as raised:
+            await Queue(backend).enqueue("x")
+    assert str(raised.value) == (
+        f"Redis at {redis_cluster.url} is a Redis Cluster node, and queue {name!r} lives "
+        "on another node: add ?cluster=yes to the URL"
+    )
+
+
+async def test_on_the_cluster_client_a_plain_name_is_refused_in_one_line(redis_cluster):
+    url = redis_cluster.url + "?cluster=yes"
+    async with trioqueue.RedisBackend(url, queue="cache.warmups", min_idle=30) as backend:
+        with pytest.raises(trioqueue.ConfigurationError) as raised:
+            await Queue(backend).enqueue({"page": "/a"})
+    assert str(raised.value) == (
+        "queue 'cache.warmups': on a Redis Cluster every key of a queue shares one slot; "
+        "name it with a hash tag, '{cache.warmups}'"
+    )
+
+
+def test_the_coredis_client_refuses_a_cluster_url_with_what_to_do(monkeypatch):
+    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "coredis")
+    with pytest.raises(trioqueue.ConfigurationError, match=r"for a Redis Cluster .* valkey-glide"):
+        trioqueue.RedisBackend("redis://127.0.0.1:7000?cluster=yes", queue="{q}", min_idle=30)
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[RedisCluster]:
+    """A cluster of the test's own: it loses a master."""
+    cluster = RedisCluster(find_server_binary())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
+    """Kill the master that serves the queue while a producer and a pool run.
+
+    Its replica takes over (cluster-node-timeout 1 s). Every job accepted is
+    completed. A job may run twice only if a run of it was going on around the
+    kill: its claim or its outcome may have reached the master and not the
+    replica (Redis replicates after it replies). No other job runs twice.
+    """
+    cluster = own_cluster
+    name = tag_on(cluster, 1)
+    doomed = cluster.master_of(name)
+    url = cluster.url + "?cluster=yes"  # master 0: it survives
+    jobs = 300
+    runs: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
+    a_third = trio.Event()
+    accepted: list[int] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        started = time.monotonic()
+        try:
+            await trio.sleep(0.01)
+        finally:
+            runs[job.payload].append((started, time.monotonic()))
+
+    async def produce(queue: Queue) -> None:
+        for n in range(jobs):
+            while True:
+                try:
+                    await queue.enqueue(n, id=f"j{n}")
+                except trioqueue.BackendUnavailable:
+                    await trio.sleep(0.1)  # the failover: again (the id makes it safe)
+                else:
+                    break
+            accepted.append(n)
+            if len(accepted) == jobs // 3:
+                a_third.set()
+            await trio.sleep(0.002)
+
+    async with trioqueue.RedisBackend(url, queue=name, min_idle=3) as backend:
+        queue = Queue(backend)
+        with trio.fail_after(50):
+            async with trioqueue.open_worker_pool(backend, handler, workers=8, prefetch=0):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(produce, queue)
+                    await a_third.wait()
+                    killed_at = time.monotonic()
+                    doomed.stop(kill=True)
+                # every job accepted; wait until all have finished (a claim the replica
+                # never saw is on the ready list again, one whose outcome it never saw
+                # comes back through the sweep after min_idle)
+                while True:
+                    stats = await backend.stats()
+                    if stats.succeeded >= jobs and stats.gauges.held == 0:
+                        break
+                    await trio.sleep(0.2)
+        records = {n: await queue.status(f"j{n}") for n in range(jobs)}
+    assert cluster.master_of(name) is not doomed  # the replica serves the slot now
+    assert [n for n, record in records.items() if record is None] == []
+    assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
+    assert sorted(runs) == list(range(jobs))  # every job ran
+    twice = {n for n, spans in runs.items() if len(spans) > 1}
+    around_the_kill = {
+        n
+        for n, spans in runs.items()
+        if spans[0][0] <= killed_at + 0.05 and spans[0][1] >= killed_at - 0.1
+    }
+    assert twice <= around_the_kill
