@@ -16,7 +16,7 @@ class SlowConnection:
     async def run(self, *args: object) -> None:
         await trio.to_thread.run_sync(time.sleep, 0.1)
 
-    hash = hashes = list_items = exists = unblock = run
+    hash = hashes = list_items = exists = unblock = wait_replicas = run
 
 
 async def test_no_jump_while_a_request_is_in_flight():

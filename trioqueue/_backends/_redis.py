@@ -27,6 +27,7 @@ from .._backend import (
     checked_retention,
 )
 from .._exceptions import (
+    BackendUnavailable,
     ConfigurationError,
     IdempotencyConflict,
     JobNotFound,
@@ -39,7 +40,7 @@ from ._batching import Batcher
 from ._queue_info import QueueInfo
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
 from ._redis_client import connect
-from ._redis_connection import decode_record, text
+from ._redis_connection import WAIT_NEEDS_GLIDE, decode_record, text
 from ._redis_keys import RedisKeys
 from ._redis_scripts import READ_ONLY
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["RedisBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
+_REPLICA_WAIT: Final = 2.0  # seconds an enqueue waits for its replicas (wait_replicas)
 _WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
 # Jobs per add script call: each takes Redis about 5 commands, so a slice stays ~1 ms.
 _ADD_SLICE: Final = 500
@@ -163,6 +165,12 @@ class RedisBackend:
             poison job whose handler kills its worker from killing workers for
             ever. Keep it above your `RetryPolicy`'s *max_attempts*; None for
             no limit. Jobs a clean shutdown put back do not count.
+        wait_replicas: After each enqueue, wait (Redis ``WAIT``, at most
+            `_REPLICA_WAIT` seconds) until this many replicas have the jobs, so
+            that a failover to a replica cannot lose an enqueue it acknowledged
+            (Redis replicates after it replies). Fewer in time raises
+            `BackendUnavailable`: the jobs are stored, not yet copied; enqueue
+            them again with the same ids. 0 (the default) does not wait.
 
     Raises:
         ConfigurationError: A setting is out of range; the message says what
@@ -184,6 +192,7 @@ class RedisBackend:
         reliable: bool | None = None,
         key_ttl: float | None = None,
         max_deliveries: int | None = 20,
+        wait_replicas: int = 0,
     ) -> None:
         if capacity is not None:
             capacity = checked_capacity("RedisBackend", capacity)
@@ -233,7 +242,19 @@ class RedisBackend:
             )
         self._clock = clock
         self._max_deliveries = max_deliveries
+        if (
+            isinstance(wait_replicas, bool)
+            or not isinstance(wait_replicas, int)
+            or (wait_replicas < 0)
+        ):
+            raise ConfigurationError(
+                f"RedisBackend(wait_replicas={wait_replicas!r}): use a whole number of "
+                "replicas, at most as many as each master has, or 0 not to wait"
+            )
+        self._wait_replicas = wait_replicas
         self._conn = connect(url, self._keys, self._head)
+        if self._wait_replicas and not self._conn.can_wait_replicas:
+            raise ConfigurationError(WAIT_NEEDS_GLIDE)
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         # outcomes reported while one batch is in flight share the next round trip
@@ -372,6 +393,7 @@ class RedisBackend:
             chunk = jobs[len(results) : len(results) + _ADD_SLICE]
             args = [field for job in chunk for field in (job.id, job.encoded, job.payload_hash)]
             reply = await self._run("add", mode.value, *args)
+            await self._replicated(len(results), len(chunk))
             full = False
             for job, status, detail in zip(chunk, reply[::2], reply[1::2], strict=False):
                 if status == b"full" and mode is AddMode.WAIT:
@@ -384,6 +406,26 @@ class RedisBackend:
             else:
                 pause = _WAIT_FOR_ROOM[0]
         return results
+
+    async def _replicated(self, done: int, sent: int) -> None:
+        """Wait until `wait_replicas` replicas have what the last add script wrote.
+
+        Raises:
+            BackendUnavailable: Fewer had it within `_REPLICA_WAIT` seconds.
+        """
+        wanted = self._wait_replicas
+        if not wanted:
+            return
+        reached = await self._conn.wait_replicas(wanted, _REPLICA_WAIT)
+        if reached < wanted:
+            raise BackendUnavailable(
+                self._conn.where,
+                f"jobs {done + 1}-{done + sent} of this call were stored, but only {reached} "
+                f"of the {wanted} replicas asked for (wait_replicas) had them after "
+                f"{_REPLICA_WAIT:g} s",
+                advice="enqueue them again with the same ids once the replicas are back "
+                "(jobs given no id would be enqueued twice)",
+            )
 
     def _add_result(self, job: NewJob, status: bytes, detail: bytes) -> AddResult:
         """One job's reply from the add script, counted in this process's metrics."""

@@ -60,6 +60,12 @@ class Connection(Protocol):
     async def unblock(self, client_id: int) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting."""
 
+    can_wait_replicas: bool
+    """Whether `wait_replicas` counts the scripts' writes."""
+
+    async def wait_replicas(self, count: int, server_wait: float) -> int:
+        """``WAIT``: how many replicas have its writes (*server_wait*: the server's timer)."""
+
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*."""
 

@@ -120,6 +120,12 @@ _OOM: Final = re.compile(r"(?:^|\W)OOM\b")  # a write refused for want of memory
 _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
 
 
+WAIT_NEEDS_GLIDE: Final = (
+    "RedisBackend(wait_replicas=...) needs the valkey-glide client (the default): the "
+    "coredis one may send WAIT on another connection than the writes it must count"
+)
+
+
 class ConnectionBase(Generic[ClientT]):
     """What the connections on either client share: the URL, the keys, the refusals.
 
@@ -128,6 +134,9 @@ class ConnectionBase(Generic[ClientT]):
         keys: The queue's keys, passed to every script in the prelude's order.
         head: Returns the shared head of arguments for each script call.
     """
+
+    can_wait_replicas: bool = False
+    """Whether ``WAIT`` counts the scripts' writes: they and it share one connection."""
 
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]

@@ -18,7 +18,12 @@ from coredis.retry import NoRetryPolicy
 from coredis.tokens import PureToken
 
 from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
+from ._redis_connection import (
+    IO_TIMEOUT,
+    WAIT_NEEDS_GLIDE,
+    ConnectionBase,
+    log_unblock_refused,
+)
 from ._redis_scripts import load_sources
 from ._redis_url import (
     CredentialsRefused,
@@ -107,6 +112,14 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         """``EXISTS``: how many of *keys* exist."""
         with self.reachable():
             return await self.client.exists(list(keys))
+
+    async def wait_replicas(self, count: int, server_wait: float) -> int:
+        """Not on coredis: its pool may send ``WAIT`` on another connection than the writes.
+
+        Raises:
+            ConfigurationError: Always (`RedisBackend` refuses *wait_replicas* first).
+        """
+        raise ConfigurationError(WAIT_NEEDS_GLIDE)
 
     @contextlib.contextmanager
     def reachable(self) -> Iterator[None]:

@@ -173,6 +173,8 @@ class GlideConnection(ConnectionBase[Client]):
     URLs as `glide_configuration` reads them; otherwise see `ConnectionBase`.
     """
 
+    can_wait_replicas = True  # one connection per node carries every script
+
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
@@ -305,6 +307,19 @@ class GlideConnection(ConnectionBase[Client]):
         """``EXISTS``: how many of *keys* exist."""
         async with self._explained():
             return await self.client.exists(list(keys))
+
+    async def wait_replicas(self, count: int, server_wait: float) -> int:
+        """``WAIT count server_wait`` on the queue's node: how many replicas have its writes.
+
+        glide multiplexes one connection, so this counts every write made on it
+        before, the queue's among them.
+        """
+        command: list[str | bytes] = ["WAIT", str(count), str(int(server_wait * 1000))]
+        client = self.client
+        async with self._explained():
+            if isinstance(client, glide.GlideClusterClient):
+                return int(await client.custom_command(command, self._slot_route))
+            return int(await client.custom_command(command))
 
     @contextlib.asynccontextmanager
     async def _waiting_client(self) -> AsyncIterator[Client]:
