@@ -46,6 +46,14 @@ def command(port: int, *words: str | int, timeout: float = 5.0) -> bytes:
         return reply
 
 
+def array_items(reply: bytes) -> list[bytes]:
+    """The bulk strings of a flat RESP array reply (``*N`` then ``$len`` items)."""
+    lines = reply.split(b"\r\n")
+    if not lines[0].startswith(b"*"):
+        raise RuntimeError(f"not an array: {reply[:100]!r}")
+    return [lines[i + 1] for i in range(1, 2 * int(lines[0][1:]), 2)]
+
+
 def ok(reply: bytes) -> None:
     if not reply.startswith(b"+OK"):
         raise RuntimeError(f"a cluster set-up command failed: {reply!r}")
@@ -141,6 +149,39 @@ class RedisCluster:
                 if low.isdigit() and int(low) <= slot <= int(high or low):
                     return True
         return False
+
+    def move_slot(
+        self, slot: int, source: RedisServer, target: RedisServer, *, batch: int, pause: float
+    ) -> int:
+        """Reshard: move *slot* from *source* to *target*, *batch* keys at a time.
+
+        The way ``redis-cli --cluster reshard`` does it: the slot is IMPORTING on
+        the target and MIGRATING on the source, keys go over with MIGRATE (a
+        client meanwhile gets ASK for a key already moved, and TRYAGAIN for a
+        command whose keys are split), then every master is told the new owner.
+        Sleeps *pause* between batches, so that a run goes on during the move.
+        Returns how many keys moved.
+        """
+        source_id, target_id = self.node_id(source), self.node_id(target)
+        ok(command(target.port, "CLUSTER", "SETSLOT", slot, "IMPORTING", source_id))
+        ok(command(source.port, "CLUSTER", "SETSLOT", slot, "MIGRATING", target_id))
+        moved = 0
+        while True:
+            keys = array_items(command(source.port, "CLUSTER", "GETKEYSINSLOT", slot, batch))
+            if not keys:
+                break
+            words = [k.decode() for k in keys]
+            reply = command(
+                source.port, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *words
+            )
+            if not reply.startswith((b"+OK", b"+NOKEY")):
+                raise RuntimeError(f"MIGRATE failed: {reply!r}")
+            moved += len(keys)
+            time.sleep(pause)
+        for node in (target, source, *[m for m in self.live() if m not in (source, target)]):
+            with contextlib.suppress(OSError):
+                command(node.port, "CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        return moved
 
     def wait(self, done: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
         """Poll *done* until true; fail naming *what* after *seconds*."""

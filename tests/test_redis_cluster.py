@@ -159,3 +159,57 @@ async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
         if spans[0][0] <= killed_at + 0.05 and spans[0][1] >= killed_at - 0.1
     }
     assert twice <= around_the_kill
+
+
+async def test_moving_the_queues_slot_during_a_run_loses_no_job(own_cluster):
+    """Reshard the queue's slot to another master, a few keys at a time, while a
+    producer and a pool run: every job completes, and none runs twice."""
+    cluster = own_cluster
+    name = tag_on(cluster, 1)
+    source, target = cluster.masters[1], cluster.masters[2]
+    url = cluster.url + "?cluster=yes"
+    jobs = 300
+    runs: collections.Counter[int] = collections.Counter()
+    half = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        runs[job.payload] += 1
+        await trio.sleep(0.005)
+
+    async def produce(queue: Queue) -> None:
+        for n in range(jobs):
+            while True:
+                try:
+                    await queue.enqueue(n, id=f"j{n}")
+                except trioqueue.BackendUnavailable:
+                    await trio.sleep(0.05)  # TRYAGAIN while a slot moves: again
+                else:
+                    break
+            if n == jobs // 3:
+                half.set()
+            await trio.sleep(0.002)
+
+    async with trioqueue.RedisBackend(url, queue=name, min_idle=5) as backend:
+        queue = Queue(backend)
+        with trio.fail_after(50):
+            async with trioqueue.open_worker_pool(backend, handler, workers=8, prefetch=0):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(produce, queue)
+                    await half.wait()
+                    moved = await trio.to_thread.run_sync(
+                        lambda: cluster.move_slot(
+                            hash_slot(name), source, target, batch=5, pause=0.02
+                        )
+                    )
+                while True:
+                    stats = await backend.stats()
+                    if stats.succeeded >= jobs and stats.gauges.held == 0:
+                        break
+                    await trio.sleep(0.2)
+        records = {n: await queue.status(f"j{n}") for n in range(jobs)}
+    assert moved > 0
+    assert cluster.master_of(name) is target
+    assert [n for n, record in records.items() if record is None] == []
+    assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
+    assert sorted(runs) == list(range(jobs))
+    assert {n: count for n, count in runs.items() if count > 1} == {}
