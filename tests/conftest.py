@@ -18,7 +18,7 @@ from hypothesis import settings
 
 import trioqueue
 
-from .redis_cluster import RedisCluster
+from .redis_cluster import RedisCluster, started_cluster
 from .redis_server import RedisServer, find_server_binary
 
 settings.register_profile("default", deadline=None, max_examples=100)
@@ -123,12 +123,8 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisCluster]:
     """A private Redis Cluster (3 masters, 3 replicas) for the whole session."""
-    cluster = RedisCluster(find_server_binary())
-    try:
-        cluster.start()
+    with started_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 async def _connected(backend: trioqueue.RedisBackend) -> trioqueue.RedisBackend:

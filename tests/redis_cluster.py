@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from trioqueue._backends._redis_keys import hash_slot
 
-from .redis_server import RedisServer
+from .redis_server import RedisServer, find_server_binary
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 SLOTS = 16384
 NODE_TIMEOUT_MS = 1000
@@ -57,6 +57,17 @@ def array_items(reply: bytes) -> list[bytes]:
 def ok(reply: bytes) -> None:
     if not reply.startswith(b"+OK"):
         raise RuntimeError(f"a cluster set-up command failed: {reply!r}")
+
+
+@contextlib.contextmanager
+def started_cluster() -> Iterator[RedisCluster]:
+    """A `RedisCluster` on the server binary the tests find, started; closed after."""
+    cluster = RedisCluster(find_server_binary())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
 
 
 class RedisCluster:

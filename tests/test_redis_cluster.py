@@ -8,6 +8,7 @@ master that serves the queue's slot, so it gets a cluster of its own.
 from __future__ import annotations
 
 import collections
+import math
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -19,11 +20,10 @@ import trioqueue
 from trioqueue import Queue
 from trioqueue._backends._redis_keys import hash_slot
 
-from .redis_cluster import RedisCluster, master_index
-from .redis_server import find_server_binary
+from .redis_cluster import RedisCluster, master_index, started_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
 
 def tag_on(cluster: RedisCluster, master: int) -> str:
@@ -83,13 +83,64 @@ def test_the_coredis_client_refuses_a_cluster_url_with_what_to_do(monkeypatch):
 
 @pytest.fixture
 def own_cluster() -> Iterator[RedisCluster]:
-    """A cluster of the test's own: it loses a master."""
-    cluster = RedisCluster(find_server_binary())
-    try:
-        cluster.start()
+    """A cluster of the test's own: it loses a master, or a slot moves."""
+    with started_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.close()
+
+
+JOBS = 300
+
+
+async def run_through(
+    url: str,
+    queue_name: str,
+    handler: trioqueue.Handler,
+    fault: Callable[[], Awaitable[None]],
+    *,
+    min_idle: float,
+) -> dict[int, trioqueue.JobRecord | None]:
+    """`JOBS` jobs through a producer and an 8-worker pool; *fault* once a third is in.
+
+    The producer sends a job again (same id, so never twice) while the cluster
+    answers BackendUnavailable. Returns each job's record once all have finished.
+    """
+    a_third = trio.Event()
+
+    async def produce(queue: Queue) -> None:
+        for n in range(JOBS):
+            while True:
+                try:
+                    await queue.enqueue(n, id=f"j{n}")
+                except trioqueue.BackendUnavailable:
+                    await trio.sleep(0.05)  # a failover, a moving slot: again
+                else:
+                    break
+            if n == JOBS // 3:
+                a_third.set()
+            await trio.sleep(0.002)
+
+    async with trioqueue.RedisBackend(url, queue=queue_name, min_idle=min_idle) as backend:
+        queue = Queue(backend)
+        with trio.fail_after(50):
+            async with trioqueue.open_worker_pool(backend, handler, workers=8, prefetch=0):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(produce, queue)
+                    await a_third.wait()
+                    await fault()
+                # every job accepted; wait until all have finished (a claim a replica
+                # never saw is on the ready list again, one whose outcome it never saw
+                # comes back through the sweep after min_idle)
+                while True:
+                    stats = await backend.stats()
+                    if stats.succeeded >= JOBS and stats.gauges.held == 0:
+                        break
+                    await trio.sleep(0.2)
+        return {n: await queue.status(f"j{n}") for n in range(JOBS)}
+
+
+def assert_all_completed(records: dict[int, trioqueue.JobRecord | None]) -> None:
+    assert [n for n, record in records.items() if record is None] == []
+    assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
 
 
 async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
@@ -103,11 +154,8 @@ async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
     cluster = own_cluster
     name = tag_on(cluster, 1)
     doomed = cluster.master_of(name)
-    url = cluster.url + "?cluster=yes"  # master 0: it survives
-    jobs = 300
     runs: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
-    a_third = trio.Event()
-    accepted: list[int] = []
+    killed_at = math.inf
 
     async def handler(job: trioqueue.Job) -> None:
         started = time.monotonic()
@@ -116,42 +164,16 @@ async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
         finally:
             runs[job.payload].append((started, time.monotonic()))
 
-    async def produce(queue: Queue) -> None:
-        for n in range(jobs):
-            while True:
-                try:
-                    await queue.enqueue(n, id=f"j{n}")
-                except trioqueue.BackendUnavailable:
-                    await trio.sleep(0.1)  # the failover: again (the id makes it safe)
-                else:
-                    break
-            accepted.append(n)
-            if len(accepted) == jobs // 3:
-                a_third.set()
-            await trio.sleep(0.002)
+    async def kill() -> None:
+        nonlocal killed_at
+        killed_at = time.monotonic()
+        doomed.stop(kill=True)
 
-    async with trioqueue.RedisBackend(url, queue=name, min_idle=3) as backend:
-        queue = Queue(backend)
-        with trio.fail_after(50):
-            async with trioqueue.open_worker_pool(backend, handler, workers=8, prefetch=0):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(produce, queue)
-                    await a_third.wait()
-                    killed_at = time.monotonic()
-                    doomed.stop(kill=True)
-                # every job accepted; wait until all have finished (a claim the replica
-                # never saw is on the ready list again, one whose outcome it never saw
-                # comes back through the sweep after min_idle)
-                while True:
-                    stats = await backend.stats()
-                    if stats.succeeded >= jobs and stats.gauges.held == 0:
-                        break
-                    await trio.sleep(0.2)
-        records = {n: await queue.status(f"j{n}") for n in range(jobs)}
+    # the URL names master 0: it survives
+    records = await run_through(cluster.url + "?cluster=yes", name, handler, kill, min_idle=3)
     assert cluster.master_of(name) is not doomed  # the replica serves the slot now
-    assert [n for n, record in records.items() if record is None] == []
-    assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
-    assert sorted(runs) == list(range(jobs))  # every job ran
+    assert_all_completed(records)
+    assert sorted(runs) == list(range(JOBS))  # every job ran
     twice = {n for n, spans in runs.items() if len(spans) > 1}
     around_the_kill = {
         n
@@ -167,49 +189,22 @@ async def test_moving_the_queues_slot_during_a_run_loses_no_job(own_cluster):
     cluster = own_cluster
     name = tag_on(cluster, 1)
     source, target = cluster.masters[1], cluster.masters[2]
-    url = cluster.url + "?cluster=yes"
-    jobs = 300
     runs: collections.Counter[int] = collections.Counter()
-    half = trio.Event()
+    moved = 0
 
     async def handler(job: trioqueue.Job) -> None:
         runs[job.payload] += 1
         await trio.sleep(0.005)
 
-    async def produce(queue: Queue) -> None:
-        for n in range(jobs):
-            while True:
-                try:
-                    await queue.enqueue(n, id=f"j{n}")
-                except trioqueue.BackendUnavailable:
-                    await trio.sleep(0.05)  # TRYAGAIN while a slot moves: again
-                else:
-                    break
-            if n == jobs // 3:
-                half.set()
-            await trio.sleep(0.002)
+    async def reshard() -> None:
+        nonlocal moved
+        moved = await trio.to_thread.run_sync(
+            lambda: cluster.move_slot(hash_slot(name), source, target, batch=5, pause=0.02)
+        )
 
-    async with trioqueue.RedisBackend(url, queue=name, min_idle=5) as backend:
-        queue = Queue(backend)
-        with trio.fail_after(50):
-            async with trioqueue.open_worker_pool(backend, handler, workers=8, prefetch=0):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(produce, queue)
-                    await half.wait()
-                    moved = await trio.to_thread.run_sync(
-                        lambda: cluster.move_slot(
-                            hash_slot(name), source, target, batch=5, pause=0.02
-                        )
-                    )
-                while True:
-                    stats = await backend.stats()
-                    if stats.succeeded >= jobs and stats.gauges.held == 0:
-                        break
-                    await trio.sleep(0.2)
-        records = {n: await queue.status(f"j{n}") for n in range(jobs)}
+    records = await run_through(cluster.url + "?cluster=yes", name, handler, reshard, min_idle=5)
     assert moved > 0
     assert cluster.master_of(name) is target
-    assert [n for n, record in records.items() if record is None] == []
-    assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
-    assert sorted(runs) == list(range(jobs))
+    assert_all_completed(records)
+    assert sorted(runs) == list(range(JOBS))
     assert {n: count for n, count in runs.items() if count > 1} == {}
