@@ -31,6 +31,7 @@ from ._redis_url import (
     check_url,
     redacted,
     scrubbed,
+    wants_cluster,
 )
 
 if TYPE_CHECKING:
@@ -182,7 +183,8 @@ class ConnectionBase(Generic[ClientT]):
                 self._keys.slot_problem()
                 or f"Redis at {self.where} refused {name}: {message}"  # not the queue's keys
             )
-        if type(exc).__name__ in ("MovedError", "AskError") or _REDIRECT.search(message):
+        redirected = type(exc).__name__ in ("MovedError", "AskError") or _REDIRECT.search(message)
+        if redirected and not wants_cluster(self._url):  # (a cluster client follows them)
             return ConfigurationError(
                 f"Redis at {self.where} is a Redis Cluster node, and queue "
                 f"{self._keys.ready!r} lives on another node: add ?cluster=yes to the URL"
