@@ -141,11 +141,15 @@ async def test_a_redis_restart_mid_run_loses_no_job(own_server: RedisServer):
         ) as pool:
             await a_quarter_done.wait()
             await trio.to_thread.run_sync(own_server.stop)  # down mid-run
-            await trio.sleep(0.5)
+            done_at_stop = len(done)
+            # longer than the glide connection's liveness bound (1 s): shorter, glide may
+            # hold every request until the server is back, and the pool sees no outage
+            await trio.sleep(1.5)
             await trio.to_thread.run_sync(own_server.start)
             pool.mark_producer_finished()
             with trio.fail_after(60):
                 await pool.wait_stopped()
+        assert done_at_stop < jobs  # the restart came mid-run
         assert backend.metrics.snapshot().backend_errors > 0  # it did notice the outage
         stats = await backend.stats()
         assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (jobs, 0, 0)
