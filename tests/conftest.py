@@ -57,18 +57,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--alone=exclude|only``: deselect (not skip) the tests marked alone, or the others."""
+    """Deselect (not skip): the tests marked alone, or the others, for ``--alone=exclude|only``;
+    and the redis-cluster variant of the contract tests marked ``not_on_cluster``."""
     choice = config.getoption("alone")
-    if choice == "include":
-        return
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         alone = item.get_closest_marker("alone") is not None
-        (kept if alone == (choice == "only") else dropped).append(item)
+        wanted = choice == "include" or alone == (choice == "only")
+        if item.get_closest_marker("not_on_cluster") is not None and _on_cluster(item):
+            wanted = False
+        (kept if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _on_cluster(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("make_backend") == "redis-cluster"
 
 
 class TestTimedOut(Exception):
