@@ -8,6 +8,7 @@ master that serves the queue's slot, so it gets a cluster of its own.
 from __future__ import annotations
 
 import collections
+import json
 import math
 import time
 import uuid
@@ -21,6 +22,7 @@ from trioqueue import Queue
 from trioqueue._backends._redis_keys import hash_slot
 
 from .redis_cluster import RedisCluster, master_index, started_cluster
+from .test_cli_redis import cli
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -73,6 +75,15 @@ async def test_on_the_cluster_client_a_plain_name_is_refused_in_one_line(redis_c
         "queue 'cache.warmups': on a Redis Cluster every key of a queue shares one slot; "
         "name it with a hash tag, '{cache.warmups}'"
     )
+
+
+def test_the_command_line_takes_a_cluster_url(redis_cluster):
+    url, name = redis_cluster.url + "?cluster=yes", tag_on(redis_cluster, 2)
+    given = cli("enqueue", '{"n": 1}', "--redis", url, "--queue", name)
+    assert given.returncode == 0, given.stderr
+    shown = cli("stats", "--json", "--interval", "0.05", "--redis", url, "--queue", name)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["ready"] == 1
 
 
 def test_the_coredis_client_refuses_a_cluster_url_with_what_to_do(monkeypatch):
