@@ -8,7 +8,6 @@ refused at the first call, in one line naming the tag; a tagged one works.
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -19,18 +18,11 @@ import trio
 import trioqueue
 from trioqueue import Queue
 
+from .redis_cluster import command
 from .redis_server import RedisServer, find_server_binary
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-
-def command(port: int, *words: str) -> bytes:
-    """One command to the server on *port*, in RESP; its reply (a short one: one read)."""
-    request = f"*{len(words)}\r\n" + "".join(f"${len(w)}\r\n{w}\r\n" for w in words)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(request.encode())
-        return sock.recv(65536)
 
 
 @pytest.fixture

@@ -286,16 +286,11 @@ class GlideConnection(ConnectionBase[Client]):
             return []
         client = self.client
         async with self._explained():
-            if isinstance(client, glide.GlideClusterClient):  # the keys share one slot
-                cluster_batch = glide.ClusterBatch(is_atomic=False)
-                for key in keys:
-                    cluster_batch.hgetall(key)
-                replies = await client.exec(cluster_batch, raise_on_error=True)
-            else:
-                batch = glide.Batch(is_atomic=False)
-                for key in keys:
-                    batch.hgetall(key)
-                replies = await client.exec(batch, raise_on_error=True)
+            cluster = isinstance(client, glide.GlideClusterClient)  # the keys share one slot
+            batch = (glide.ClusterBatch if cluster else glide.Batch)(is_atomic=False)
+            for key in keys:
+                batch.hgetall(key)
+            replies = await client.exec(batch, raise_on_error=True)
         return list(replies or [])
 
     async def list_items(self, key: str) -> list[bytes]:
@@ -314,12 +309,11 @@ class GlideConnection(ConnectionBase[Client]):
         glide multiplexes one connection, so this counts every write made on it
         before, the queue's among them.
         """
-        command: list[str | bytes] = ["WAIT", str(count), str(int(server_wait * 1000))]
-        client = self.client
         async with self._explained():
-            if isinstance(client, glide.GlideClusterClient):
-                return int(await client.custom_command(command, self._slot_route))
-            return int(await client.custom_command(command))
+            reply = await self._on_queue_node(
+                self.client, ["WAIT", str(count), str(int(server_wait * 1000))]
+            )
+        return int(reply)
 
     @contextlib.asynccontextmanager
     async def _waiting_client(self) -> AsyncIterator[Client]:
@@ -355,10 +349,7 @@ class GlideConnection(ConnectionBase[Client]):
     ) -> bytes | None:
         async with self._explained():
             # read each time: a reconnect (or a failover) changes it
-            if isinstance(waiter, glide.GlideClusterClient):
-                client_id = int(await waiter.custom_command(["CLIENT", "ID"], self._slot_route))
-            else:
-                client_id = await waiter.client_id()
+            client_id = int(await self._on_queue_node(waiter, ["CLIENT", "ID"]))
         box: dict[str, Any] = {}
         done = trio.Event()
 
@@ -409,24 +400,23 @@ class GlideConnection(ConnectionBase[Client]):
 
         A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
         """
-        command: list[str | bytes] = ["CLIENT", "UNBLOCK", str(client_id), "TIMEOUT"]
-        client = self.client
         try:
-            if isinstance(client, glide.GlideClusterClient):  # to the queue's node
-                reply = await client.custom_command(command, self._slot_route)
-            else:
-                reply = await client.custom_command(command)
+            reply = await self._on_queue_node(
+                self.client, ["CLIENT", "UNBLOCK", str(client_id), "TIMEOUT"]
+            )
         except glide.RequestError as exc:
             log_unblock_refused(exc)
             return False
         return bool(reply)
 
-    async def _maxmemory(self) -> int:
-        client = self.client
+    async def _on_queue_node(self, client: Client, command: list[str | bytes]) -> Any:
+        """*command* on the queue's node: on a cluster, routed to its slot's primary."""
         if isinstance(client, glide.GlideClusterClient):
-            reply = await client.config_get(["maxmemory"], self._slot_route)
-        else:
-            reply = await client.config_get(["maxmemory"])
+            return await client.custom_command(command, self._slot_route)
+        return await client.custom_command(command)
+
+    async def _maxmemory(self) -> int:
+        reply = await self._on_queue_node(self.client, ["CONFIG", "GET", "maxmemory"])
         return int(reply.get(b"maxmemory", b"0") or 0) if isinstance(reply, dict) else 0
 
     async def run(self, name: str, *args: str | bytes | float) -> Any:
