@@ -31,11 +31,18 @@ BACKENDS = [
     pytest.param("redis", id="redis"),
     pytest.param("redis-simple", id="redis-simple"),
     pytest.param("redis-cluster", id="redis-cluster"),
+    pytest.param("redis-stream", id="redis-stream"),
 ]
 
 # Real seconds every task must stay blocked before a mock clock jumps: a Redis reply
 # in flight leaves every task blocked too, and must not count as idle.
-JUMP_AFTER = {"memory": 0.0, "redis": 0.02, "redis-simple": 0.02, "redis-cluster": 0.02}
+JUMP_AFTER = {
+    "memory": 0.0,
+    "redis": 0.02,
+    "redis-simple": 0.02,
+    "redis-cluster": 0.02,
+    "redis-stream": 0.02,
+}
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
@@ -58,14 +65,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect (not skip): the tests marked alone, or the others, for ``--alone=exclude|only``;
-    and the redis-cluster variant of the contract tests marked ``not_on_cluster``."""
+    the redis-cluster variant of the contract tests marked ``not_on_cluster``, and the
+    redis-stream variant of those marked ``not_on_stream`` (a stream has no capacity)."""
     choice = config.getoption("alone")
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         alone = item.get_closest_marker("alone") is not None
         wanted = choice == "include" or alone == (choice == "only")
-        if item.get_closest_marker("not_on_cluster") is not None and _on_cluster(item):
+        if (
+            item.get_closest_marker("not_on_cluster") is not None
+            and _variant(item) == "redis-cluster"
+        ):
+            wanted = False
+        if (
+            item.get_closest_marker("not_on_stream") is not None
+            and _variant(item) == "redis-stream"
+        ):
             wanted = False
         (kept if wanted else dropped).append(item)
     if dropped:
@@ -73,9 +89,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def _on_cluster(item: pytest.Item) -> bool:
+def _variant(item: pytest.Item) -> str | None:
+    """The backend a contract test runs on (None for any other test)."""
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and callspec.params.get("make_backend") == "redis-cluster"
+    return None if callspec is None else callspec.params.get("make_backend")
 
 
 class TestTimedOut(Exception):
@@ -201,6 +218,17 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
         options = {} if retention is None else {"retention": retention}
         if kind == "memory":
             return trioqueue.MemoryBackend(capacity, **options)
+        if kind == "redis-stream":  # a stream has no capacity (tests of it are not_on_stream)
+            backend = trioqueue.RedisBackend(
+                request.getfixturevalue("redis_server").url,
+                stream="{s-" + uuid.uuid4().hex[:12] + "}",
+                group="workers",
+                min_idle=30,
+                clock=trio.current_time,
+                **options,
+            )
+            _hold_the_clock(backend._conn)
+            return await _connected(backend)
         if kind == "redis-cluster":  # reliable, on a cluster of three masters
             url = request.getfixturevalue("redis_cluster").url + "?cluster=yes"
         else:

@@ -38,6 +38,7 @@ EXPECTED = {
     "QueueFull",
     "QueueInfo",
     "QueueSettings",
+    "StreamSource",
     "Receipt",
     "AddResult",
     "RedisBackend",

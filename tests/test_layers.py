@@ -22,6 +22,7 @@ TIERS = {
     "_backends._memory": 3,
     "_backends._redis_keys": 1,
     "_backends._redis_url": 1,
+    "_backends._redis_stream": 1,
     "_backends._batching": 0,
     "_backends._queue_info": 0,
     "_backends._queue_settings": 1,

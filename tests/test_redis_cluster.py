@@ -77,6 +77,38 @@ async def test_on_the_cluster_client_a_plain_name_is_refused_in_one_line(redis_c
     )
 
 
+async def test_a_stream_source_on_another_node_runs_through_the_cluster(redis_cluster):
+    stream = tag_on(redis_cluster, 1)
+    seen: list[int] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        seen.append(job.payload)
+        if job.attempt == 1 and job.payload % 5 == 0:
+            raise ValueError("once more")  # a redelivery, woken through the wake stream
+
+    url = redis_cluster.url + "?cluster=yes"
+    policy = trioqueue.RetryPolicy(base_delay=0.01, max_delay=0.01)
+    async with trioqueue.RedisBackend(url, stream=stream, group="g", min_idle=30) as backend:
+        await Queue(backend).enqueue_many(list(range(20)))
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler, workers=4, retry=policy):
+                pass
+        stats = await backend.stats()
+    assert sorted(seen) == sorted([*range(20), 0, 5, 10, 15])
+    assert (stats.succeeded, stats.retries, stats.gauges.held) == (20, 4, 0)
+
+
+async def test_on_the_cluster_a_plain_stream_name_is_refused_in_one_line(redis_cluster):
+    url = redis_cluster.url + "?cluster=yes"
+    async with trioqueue.RedisBackend(url, stream="uploads", group="thumbnailer") as backend:
+        with pytest.raises(trioqueue.ConfigurationError) as raised:
+            await Queue(backend).enqueue({"image": "a.png"})
+    assert str(raised.value) == (
+        "stream 'uploads': on a Redis Cluster the stream and its group's keys share one "
+        "slot; name it with a hash tag, '{uploads}'"
+    )
+
+
 def test_the_command_line_takes_a_cluster_url(redis_cluster):
     url, name = redis_cluster.url + "?cluster=yes", tag_on(redis_cluster, 2)
     given = cli("enqueue", '{"n": 1}', "--redis", url, "--queue", name)

@@ -20,6 +20,7 @@ from ._backends._memory import MemoryBackend as MemoryBackend
 from ._backends._queue_info import QueueInfo as QueueInfo
 from ._backends._queue_settings import QueueSettings as QueueSettings
 from ._backends._redis import RedisBackend as RedisBackend
+from ._backends._redis_stream import StreamSource as StreamSource
 from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
@@ -85,6 +86,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "ShutdownReport",
+    "StreamSource",
     "SweepReport",
     "TrioqueueError",
     "WorkerPool",

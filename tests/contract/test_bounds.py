@@ -12,6 +12,7 @@ from trioqueue import ConfigurationError, Queue, QueueFull
 from ..conftest import settle
 
 
+@pytest.mark.not_on_stream
 async def test_try_enqueue_on_a_full_queue_raises_and_accepts_nothing(make_backend):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -24,6 +25,7 @@ async def test_try_enqueue_on_a_full_queue_raises_and_accepts_nothing(make_backe
     assert (snap.enqueued, snap.gauges.queue_depth, await backend.pending()) == (2, 2, 2)
 
 
+@pytest.mark.not_on_stream
 async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)
@@ -49,6 +51,7 @@ async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
     assert (await queue.stats()).gauges.queue_depth == 1
 
 
+@pytest.mark.not_on_stream
 async def test_an_enqueue_cancelled_while_waiting_accepts_nothing(make_backend, autojump_clock):
     queue = Queue(await make_backend(capacity=1))
     await queue.enqueue("first")
@@ -59,6 +62,7 @@ async def test_an_enqueue_cancelled_while_waiting_accepts_nothing(make_backend, 
     assert (await queue.stats()).enqueued == 1
 
 
+@pytest.mark.not_on_stream
 @pytest.mark.parametrize("capacity", [0, -1])
 async def test_capacity_below_one_is_refused(make_backend, capacity):
     with pytest.raises(ConfigurationError, match=r"capacity.*>= 1"):
@@ -70,6 +74,7 @@ def test_memory_backend_refuses_a_non_integer_capacity():
         trioqueue.MemoryBackend(2.5)  # type: ignore[arg-type]
 
 
+@pytest.mark.not_on_stream
 async def test_the_ready_queue_never_exceeds_capacity_during_a_run(make_backend, autojump_clock):
     capacity = 3
     backend = await make_backend(capacity=capacity)

@@ -76,6 +76,7 @@ async def test_a_bad_job_anywhere_in_the_batch_sends_nothing(make_backend):
     assert (await queue.stats()).enqueued == 0
 
 
+@pytest.mark.not_on_stream
 async def test_without_waiting_the_jobs_past_a_full_queue_get_queue_full(make_backend):
     queue = Queue(await make_backend(capacity=2))
     await queue.enqueue("x", id="x")
@@ -88,6 +89,7 @@ async def test_without_waiting_the_jobs_past_a_full_queue_get_queue_full(make_ba
     assert (await queue.stats()).gauges.queue_depth == 2
 
 
+@pytest.mark.not_on_stream
 async def test_submit_many_stores_what_does_not_fit(make_backend):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -102,6 +104,7 @@ async def test_submit_many_stores_what_does_not_fit(make_backend):
     assert (snap.gauges.queue_depth, snap.gauges.backlog, snap.enqueued) == (2, 4, 4)
 
 
+@pytest.mark.not_on_stream
 async def test_enqueue_many_waits_for_room_job_by_job(make_backend, nursery):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -125,6 +128,7 @@ async def test_enqueue_many_waits_for_room_job_by_job(make_backend, nursery):
     assert (await queue.stats()).gauges.queue_depth == 2
 
 
+@pytest.mark.not_on_stream
 async def test_cancelled_while_waiting_the_jobs_before_were_accepted_and_a_retry_finishes(
     make_backend, autojump_clock
 ):

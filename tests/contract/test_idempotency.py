@@ -47,6 +47,7 @@ async def test_a_job_without_an_id_gets_a_fresh_one(make_backend):
     assert not any(r.deduplicated for r in receipts)
 
 
+@pytest.mark.not_on_stream
 async def test_a_duplicate_is_found_even_when_the_queue_is_full(make_backend):
     queue = Queue(await make_backend(capacity=1))
     await queue.try_enqueue("only", id="only")

@@ -12,6 +12,7 @@ from trioqueue import JobState, Queue, Retention
 from ..conftest import collect, settle
 
 
+@pytest.mark.not_on_stream
 async def test_submit_stores_jobs_beyond_capacity_unqueued(make_backend, autojump_clock):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -30,6 +31,7 @@ async def test_submit_stores_jobs_beyond_capacity_unqueued(make_backend, autojum
     assert (await queue.stats()).conserved
 
 
+@pytest.mark.not_on_stream
 async def test_stored_jobs_are_scheduled_before_waiting_producers(make_backend, nursery):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)

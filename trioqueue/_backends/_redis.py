@@ -43,6 +43,7 @@ from ._redis_client import connect
 from ._redis_connection import WAIT_NEEDS_GLIDE, decode_record, text
 from ._redis_keys import RedisKeys
 from ._redis_scripts import READ_ONLY
+from ._redis_stream import StreamSource, stream_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -57,6 +58,7 @@ _ADD_SLICE: Final = 500
 _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with a test clock
 _DEFAULT_MIN_IDLE: Final = 30.0  # the default lease, as `trioqueue worker --min-idle` has it
+_NO_CAPACITY: Final = 2**63 - 1  # a stream's: nothing bounds it
 
 
 def _whole(value: bytes | None) -> int:
@@ -171,6 +173,29 @@ class RedisBackend:
             (Redis replicates after it replies). Fewer in time raises
             `BackendUnavailable`: the jobs are stored, not yet copied; enqueue
             them again with the same ids. 0 (the default) does not wait.
+        stream: Read jobs from this Redis stream instead of a list (a stream
+            source; give it instead of *queue*). Every consumer group reading
+            the stream gets every entry, and keeps its own claims, records and
+            dead letters under ``<stream>:<group>``. An entry another program
+            added (``XADD uploads * image cat.png``) is a job whose id is the
+            entry's and whose payload is its fields as an object of strings.
+            `Queue.enqueue` adds entries too (fields ``id``, ``payload``,
+            ``hash``); it never trims the stream (``MAXLEN`` would drop entries
+            a group has not read yet) and never waits: a stream has no
+            capacity. Idempotency by id is kept by the group the producer's
+            backend names. On a Redis Cluster give the stream a hash tag
+            (``"{uploads}"``).
+        group: The consumer group to read the stream through (required with
+            *stream*); created if missing, from *start*.
+        start: Where a group created here begins: ``"$"`` (the default: entries
+            added from then on; `Queue.enqueue` creates the group before it adds
+            its first entry, so none of its jobs is missed) or ``"0"`` (the
+            whole stream).
+        consumer: This backend's consumer name in the group; None for one of
+            its own (host, process id, random), which is what you want: two
+            processes must never share one.
+        delete_done: Delete a finished job's entry (``XDEL``) as well as
+            acknowledge it (``XACK``); only when no other group reads the stream.
 
     Raises:
         ConfigurationError: A setting is out of range; the message says what
@@ -181,7 +206,7 @@ class RedisBackend:
         self,
         url: str,
         *,
-        queue: str,
+        queue: str | None = None,
         capacity: int | None = None,
         min_idle: float | None = None,
         recovery_ttl: float | None = None,
@@ -193,7 +218,27 @@ class RedisBackend:
         key_ttl: float | None = None,
         max_deliveries: int | None = 20,
         wait_replicas: int = 0,
+        stream: str | None = None,
+        group: str | None = None,
+        start: str = "$",
+        consumer: str | None = None,
+        delete_done: bool = False,
     ) -> None:
+        self._stream = stream_options(
+            queue,
+            stream,
+            group,
+            start,
+            consumer,
+            delete_done,
+            given={
+                "capacity": capacity,
+                "reliable": reliable if reliable is False else None,
+                "key_ttl": key_ttl,
+                "processing": processing,
+                "recovery_zset": recovery_zset,
+            },
+        )
         if capacity is not None:
             capacity = checked_capacity("RedisBackend", capacity)
         if reliable is False:
@@ -222,12 +267,16 @@ class RedisBackend:
                 f"RedisBackend(recovery_ttl={recovery_ttl!r}) must exceed min_idle={min_idle!r}: "
                 "a recovery set that expires before its claims go idle would lose them"
             )
-        self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
+        if self._stream is not None:
+            self._keys = RedisKeys.for_stream(self._stream.stream, self._stream.group)
+        else:
+            assert queue is not None  # stream_options checked it
+            self._keys = RedisKeys.for_queue(queue, processing=processing, claims=recovery_zset)
         self._url = url
         self._wanted = (capacity, reliable, key_ttl)
         # until __aenter__ reads the queue's stored settings: what a new queue would get
         self._settings = agreed_settings(
-            queue, None, capacity=capacity, reliable=reliable, key_ttl=key_ttl
+            self._keys.ready, None, capacity=capacity, reliable=reliable, key_ttl=key_ttl
         )
         self._adopted = False  # whether the stored settings were read
         self._min_idle = float(min_idle)
@@ -262,6 +311,9 @@ class RedisBackend:
 
     def __repr__(self) -> str:
         queue, where = self._keys.ready, self._conn.where  # never the password
+        if self._stream is not None:
+            stream, group = self._stream.stream, self._stream.group
+            return f"<trioqueue.RedisBackend stream={stream!r} group={group!r} url={where!r}>"
         mode = "reliable" if self._settings.reliable else "simple"
         return f"<trioqueue.RedisBackend {mode} queue={queue!r} url={where!r}>"
 
@@ -329,8 +381,13 @@ class RedisBackend:
 
     @property
     def capacity(self) -> int:
-        """Most jobs the ready list holds."""
-        return self._settings.capacity
+        """Most jobs the ready list holds; for a stream source, no limit (a huge number)."""
+        return _NO_CAPACITY if self._stream is not None else self._settings.capacity
+
+    @property
+    def stream(self) -> StreamSource | None:
+        """What a stream source reads (stream, group, consumer); None for a list queue."""
+        return self._stream
 
     @property
     def default_lease(self) -> float:
@@ -362,6 +419,7 @@ class RedisBackend:
             mode,
             key_ttl,
             self.default_lease,  # how long a silence must be to count as an outage
+            *(self._stream.script_args() if self._stream is not None else ("", "", "", "")),
         ]
 
     async def _run(self, name: str, *args: str | bytes | float) -> Any:
@@ -543,6 +601,11 @@ class RedisBackend:
                 still holds jobs that a mode or key TTL change would strand.
             BackendUnavailable: Redis cannot be reached.
         """
+        if self._stream is not None:
+            raise ConfigurationError(
+                f"RedisBackend.configure: {self._stream.stream!r} is a stream, which has no "
+                "capacity, mode or key TTL to change"
+            )
         if capacity is not None:
             capacity = checked_capacity("RedisBackend.configure", capacity)
         _seconds("key_ttl", key_ttl)
@@ -619,7 +682,14 @@ class RedisBackend:
         seconds when the list is empty. A cancellation ends that wait at once,
         and a job it moved meanwhile goes back to the front of the queue: a
         claim is either registered or never made.
+
+        A stream source claims jobs to deliver again first, then new entries;
+        with none, it waits up to *block* seconds for a new entry or a job given
+        back (``XREAD BLOCK`` on the stream and the group's wake stream, which
+        takes nothing: a cancelled wait changes nothing), and claims again.
         """
+        if self._stream is not None:
+            return await self._claim_from_stream(self._stream, max_jobs, lease, block)
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         limit = "" if self._max_deliveries is None else self._max_deliveries
         claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
@@ -638,6 +708,24 @@ class RedisBackend:
         if element is None:
             return []
         return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, element))
+
+    async def _claim_from_stream(
+        self, source: StreamSource, max_jobs: int, lease: float, block: float
+    ) -> list[Claim]:
+        """`claim` for a stream source (see there)."""
+        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+        limit = "" if self._max_deliveries is None else self._max_deliveries
+        rows, after, woken = await self._run("claim", max_jobs, lease, ttl, limit)
+        if rows or block <= 0:
+            return await self._claims(rows)
+        # the server waits on the real clock; with a test clock the wait ends on Trio's
+        wait = block if self._clock is None else _INJECTED_CLOCK_BLOCK
+        with trio.move_on_after(block):
+            await self._conn.wait_for_entries(
+                {source.stream: text(after), self._keys.wake: text(woken)}, wait
+            )
+        rows, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
+        return await self._claims(rows)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
         """Extend the leases of the claims still held; the tokens of the others."""

@@ -57,6 +57,9 @@ class Connection(Protocol):
     async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
         """``BLMOVE source destination RIGHT LEFT block``, cancellable at once."""
 
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds."""
+
     async def unblock(self, client_id: int) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting."""
 

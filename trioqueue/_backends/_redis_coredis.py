@@ -186,6 +186,37 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         assert reply is None or isinstance(reply, bytes)
         return reply
 
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
+
+        ``XREAD BLOCK`` on a connection of its own, which reads without taking; a
+        cancelled wait is ended on the server with ``CLIENT UNBLOCK`` and changes
+        nothing.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        pool = self.client.connection_pool
+        with self.reachable():
+            async with pool.acquire() as connection:
+                request = connection.create_request(
+                    b"XREAD", b"BLOCK", max(1, round(block * 1000)), b"COUNT", 1,
+                    b"STREAMS", *streams, *streams.values(), raise_exceptions=False,
+                )  # fmt: skip
+                try:
+                    reply = await request
+                except trio.Cancelled:
+                    deadline = trio.current_time() + IO_TIMEOUT
+                    with trio.CancelScope(shield=True, deadline=deadline):
+                        if connection.client_id is not None:
+                            await self.unblock(connection.client_id)
+                        await request
+                    raise
+                if isinstance(reply, coredis.exceptions.ResponseError):
+                    raise await self._refusal("XREAD", reply)
+                if isinstance(reply, Exception):
+                    raise reply  # a lost connection: reachable() says what it means
+
     async def unblock(self, client_id: int) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting.
 

@@ -36,7 +36,7 @@ from ._redis_url import CredentialsRefused, scrubbed, wants_cluster
 from ._redis_watch import LivenessWatch
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
     from ._redis_keys import RedisKeys
 
@@ -341,12 +341,45 @@ class GlideConnection(ConnectionBase[Client]):
         Raises:
             BackendUnavailable: Redis cannot be reached.
         """
-        async with self._explained(), self._waiting_client() as waiter:
-            return await self._blmove_on(waiter, source, destination, block)
 
-    async def _blmove_on(
-        self, waiter: Client, source: str, destination: str, block: float
-    ) -> bytes | None:
+        async def call(waiter: Client) -> Any:
+            return await waiter.blmove(
+                source, destination, glide.ListDirection.RIGHT, glide.ListDirection.LEFT, block
+            )
+
+        async with self._explained(), self._waiting_client() as waiter:
+            reply = await self._blocking(waiter, call, block, undo="unmove")
+        assert reply is None or isinstance(reply, bytes)
+        return reply
+
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
+
+        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        options = glide.StreamReadOptions(block_ms=max(1, round(block * 1000)), count=1)
+
+        async def call(waiter: Client) -> Any:
+            return await waiter.xread(streams, options)
+
+        async with self._explained(), self._waiting_client() as waiter:
+            await self._blocking(waiter, call, block)
+
+    async def _blocking(
+        self,
+        waiter: Client,
+        call: Callable[[Client], Awaitable[Any]],
+        block: float,
+        undo: str | None = None,
+    ) -> Any:
+        """Run the blocking *call* on *waiter*, cancellable at once; its reply.
+
+        When the caller is cancelled, a ``CLIENT UNBLOCK`` ends the wait on the
+        server, and a reply that came all the same is given to script *undo*.
+        """
         async with self._explained():
             # read each time: a reconnect (or a failover) changes it
             client_id = int(await self._on_queue_node(waiter, ["CLIENT", "ID"]))
@@ -356,10 +389,7 @@ class GlideConnection(ConnectionBase[Client]):
         async def wait() -> None:
             with trio.CancelScope(shield=True):
                 try:
-                    box["reply"] = await waiter.blmove(
-                        source, destination, glide.ListDirection.RIGHT,
-                        glide.ListDirection.LEFT, block,
-                    )  # fmt: skip
+                    box["reply"] = await call(waiter)
                 except Exception as exc:  # handed to the caller below
                     box["error"] = exc
                 finally:
@@ -371,29 +401,27 @@ class GlideConnection(ConnectionBase[Client]):
                 await done.wait()
             except trio.Cancelled:
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + IO_TIMEOUT):
-                    # glide sends the BLMOVE from its own thread: an UNBLOCK may reach the
-                    # server first and find nothing to end, so it goes again until the
-                    # wait is over
+                    # glide sends the command from its own thread: an UNBLOCK may reach
+                    # the server first and find nothing to end, so it goes again until
+                    # the wait is over
                     while not done.is_set():
                         if await self.unblock(client_id):
                             await done.wait()
                         else:
                             with trio.move_on_after(_UNBLOCK_AGAIN):
                                 await done.wait()
-                    if isinstance(box.get("reply"), bytes):
-                        await self.run("unmove", box["reply"])
+                    if undo is not None and isinstance(box.get("reply"), bytes):
+                        await self.run(undo, box["reply"])
                 raise
         if "error" in box:
             error = box["error"]
             with self.reachable():
                 if not (isinstance(error, glide.RequestError) and "OOM" in str(error)):
                     raise error
-            # a full Redis refuses BLMOVE: wait, then look again (as the coredis one)
+            # a full Redis refuses a blocking write: wait, then look again (as coredis)
             await trio.sleep(block)
             return None
-        reply = box.get("reply")
-        assert reply is None or isinstance(reply, bytes)
-        return reply
+        return box.get("reply")
 
     async def unblock(self, client_id: int) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting.

@@ -40,7 +40,7 @@ def hash_slot(key: str | bytes) -> int:
 
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
-    ".config", ".suspects", ".held", ".retrying",
+    ".config", ".suspects", ".held", ".retrying", ".wake",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -95,6 +95,11 @@ class RedisKeys:
     """Set of claimed job ids waiting out a retry backoff."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
+    stream: str = ""
+    """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
+    wake: str = ""
+    """For a stream source: a one-entry stream a redelivery writes to, to wake the
+    consumers waiting for new entries (``XREAD BLOCK`` on both); else ''."""
 
     @classmethod
     def for_queue(
@@ -129,6 +134,28 @@ class RedisKeys:
         )
         return keys
 
+    @classmethod
+    def for_stream(cls, stream: str, group: str) -> RedisKeys:
+        """The keys of consumer group *group* reading *stream* (see `RedisBackend`'s *stream*).
+
+        The group's own keys derive from ``<stream>:<group>``: its redelivery list
+        (``ready``), claims, records and dead letters; each group reading a stream
+        keeps its own.
+
+        Raises:
+            ConfigurationError: A name is empty, or the derived name could be
+                another queue's key.
+        """
+        for role, name in (("stream", stream), ("group", group)):
+            if not isinstance(name, str) or not name:
+                raise ConfigurationError(
+                    f"RedisBackend({role}={name!r}): name the {role}, e.g. "
+                    "stream='{uploads}', group='thumbnailer'"
+                )
+        base = f"{stream}:{group}"
+        _check_reserved(base)
+        return attrs.evolve(cls.for_queue(base), stream=stream, wake=f"{base}.wake")
+
     def script_keys(self) -> list[str]:
         """The keys every script gets, in the order of ``lua/prelude.lua``'s KEYS."""
         return [
@@ -144,12 +171,15 @@ class RedisKeys:
             self.suspects,
             self.held,
             self.retrying,
+            *([self.stream, self.wake] if self.stream else []),
         ]
 
     def all_keys(self) -> dict[str, str]:
         """Every key by its role (the job prefix with a sample id)."""
         named = attrs.asdict(self)
         named["job_prefix"] = self.job_prefix + "<id>"
+        if not self.stream:
+            del named["stream"], named["wake"]
         return named
 
     def slot_problem(self) -> str | None:
@@ -164,6 +194,11 @@ class RedisKeys:
         )
         if stray is None:
             return None
+        if self.stream:
+            return (
+                f"stream {self.stream!r}: on a Redis Cluster the stream and its group's keys "
+                f"share one slot; name it with a hash tag, {_suggest(self.stream)!r}"
+            )
         tag = _suggest(self.ready)
         role, key = stray
         if role in ("processing", "claims") and self.ready == tag:  # a key given by hand

@@ -35,7 +35,15 @@ for i = 9, #ARGV, 3 do
       'c', stamp(NOW), 't', '', 'lf', life_from())
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
-    replies[#replies + 1] = tostring(schedule(id))
+    if K_STREAM then
+      -- no MAXLEN: trimming would drop entries some group has not read yet
+      ensure_group()
+      local entry = redis.call('XADD', K_STREAM, '*', 'id', id, 'payload', payload, 'hash', hash)
+      redis.call('HSET', key, 'e', entry, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
+      replies[#replies + 1] = '1'
+    else
+      replies[#replies + 1] = tostring(schedule(id))
+    end
   end
 end
 return finish()

@@ -3,7 +3,12 @@
 -- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
 -- processing list: it is claimed first. A suspect is claimed before anything else,
 -- and alone: the pool runs it once its other handlers are done.
--- Returns rows {id, payload, attempts, token, ready at, '1' for a suspect}.
+-- Returns rows {id, payload, attempts, token, ready at, '1' for a suspect}; for a
+-- stream source {rows, the ids to wait after for new entries in the stream and in
+-- its wake stream (both '' when rows came)}.
+-- A stream source claims jobs to deliver again (the ready list) first, then new
+-- entries (XREADGROUP, which takes them into the group's pending list as this
+-- consumer's, in the same step as the claim: no entry is read and left unclaimed).
 -- A claim takes the job off the ready list and records its lease in the claims set,
 -- in both modes; the modes differ in what becomes of a claim whose lease runs out.
 -- At most CLAIM_SLICE jobs per call (a claim runs about ten commands a job: 100 take
@@ -15,8 +20,9 @@ local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
 touch()
 
--- Claim the job an element (off the ready list, the suspects, or a landing) names.
-local function take(element)
+-- Claim the job an element (off the ready list, the suspects, or a landing) names;
+-- fresh: a stream entry this script just read (its pending entry is this consumer's).
+local function take(element, fresh)
   if expired_reference(element) then
     count('expired')
     return
@@ -56,7 +62,13 @@ local function take(element)
       .. 'each time: ' .. why .. '; fix that, then requeue it')
     redis.call('LPUSH', K_DEAD, id)
     count('dead_lettered')
+    entry_done(id)
     return
+  end
+  local entry = K_STREAM and not fresh and redis.call('HGET', key, 'e')
+  if entry then
+    -- the entry becomes this consumer's in the group, with the true delivery count
+    redis.call('XCLAIM', K_STREAM, GROUP, CONSUMER, 0, entry, 'RETRYCOUNT', deliveries, 'JUSTID')
   end
   local token = tostring(redis.call('INCR', K_SEQ))
   redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW),
@@ -76,6 +88,7 @@ if not given then
   if #out > 0 then
     out[1][6] = '1'
     expire_claims(ttl, lease)
+    if K_STREAM then return {out, '', ''} end
     return out
   end
 end
@@ -87,6 +100,33 @@ while #out < max do
   if not element then break end
   take(element)
 end
+if not K_STREAM then
+  fill()
+  expire_claims(ttl, lease)
+  return out
+end
+if #out < max then
+  ensure_group()
+  local args = {'XREADGROUP', 'GROUP', GROUP, CONSUMER, 'COUNT', max - #out, 'STREAMS', K_STREAM,
+    '>'}
+  local read = redis.pcall(unpack(args))
+  if type(read) == 'table' and read.err then
+    if not string.find(read.err, 'NOGROUP') then error(read.err) end
+    ensure_group(true)  -- deleted by hand: made again
+    read = redis.call(unpack(args))
+  end
+  for _, found in ipairs(read and read[1][2] or {}) do
+    local id = entry_job(found[1], found[2], 0)
+    if id then take(MARK .. id, true) end
+  end
+end
 fill()
 expire_claims(ttl, lease)
-return out
+local after, woken = '', ''
+if #out == 0 then
+  local last = redis.call('XREVRANGE', K_STREAM, '+', '-', 'COUNT', 1)[1]
+  after = last and last[1] or '0-0'
+  last = redis.call('XREVRANGE', K_WAKE, '+', '-', 'COUNT', 1)[1]
+  woken = last and last[1] or '0-0'
+end
+return {out, after, woken}

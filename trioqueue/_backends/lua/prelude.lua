@@ -1,10 +1,13 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
---       suspects, held, retrying
+--       suspects, held, retrying; for a stream source also the stream and its wake
+--       stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
---       'simple'), key TTL in seconds ('' = none), the caller's min_idle (taken out
---       here), then the script's own from ARGV[8].
+--       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
+--       min_idle, and for a stream source its group, consumer, group start ('$' or
+--       '0') and '1' to delete entries once done ('' for a list queue); then the
+--       script's own from ARGV[8].
 local K_READY, K_PROC, K_CLAIMS, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_UNQ, K_FIN, K_STATS, K_SEQ, K_CONF = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 -- jobs a dead worker held that had been delivered before: each runs alone
@@ -19,6 +22,7 @@ local K_HELD, K_RETRY = KEYS[11], KEYS[12]
 -- hand is refused here, before any write, never half-way through a script.
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
   'zset', 'set'}
+if KEYS[13] then KINDS[13], KINDS[14] = 'stream', 'stream' end
 for i, kind in ipairs(KINDS) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then
@@ -41,6 +45,13 @@ local MAX_AGE = tonumber(ARGV[5])
 local SIMPLE = ARGV[6] == 'simple'
 -- the caller's lease: it tells how long a silence must be to be an outage (below)
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
+-- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
+-- process reads as CONSUMER; the ready list holds only jobs to deliver again.
+local K_STREAM, K_WAKE = KEYS[13], KEYS[14]
+local GROUP = table.remove(ARGV, 8)
+local CONSUMER = table.remove(ARGV, 8)
+local GROUP_START = table.remove(ARGV, 8)
+local DELETE_DONE = table.remove(ARGV, 8) == '1'
 -- With a key TTL, every push keeps the queue alive for KEY_TTL more seconds, and a
 -- waiting job's record lives that long after it was queued: an unfed queue expires
 -- with the jobs in it. Claimed jobs and dead letters never expire.
@@ -62,6 +73,8 @@ if agreed[1] then
 elseif not READ_ONLY then
   redis.call('HSET', K_CONF, 'capacity', ARGV[3], 'mode', ARGV[6], 'key_ttl', ARGV[7])
 end
+-- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
+if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else
 -- was pushed by another client and is the payload itself.
 local MARK = '\0'
@@ -91,6 +104,10 @@ end
 local function schedule(id, front)
   local key = jobkey(id)
   local push = front and 'RPUSH' or 'LPUSH'
+  if K_STREAM then
+    -- consumers waiting for new entries wait on the wake stream too
+    redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id)
+  end
   if redis.call('LLEN', K_READY) < CAPACITY then
     redis.call(push, K_READY, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
@@ -273,4 +290,101 @@ end
 local function expired_reference(element)
   return KEY_TTL_MS and string.sub(element, 1, 1) == MARK
     and redis.call('EXISTS', jobkey(string.sub(element, 2))) == 0
+end
+
+-- --- stream sources -------------------------------------------------------------
+
+-- Create the group if it was never made here: from GROUP_START ('$': entries added
+-- from now on; '0': the whole stream), or from the start when it existed before and
+-- was deleted by hand (its position is lost; better twice than never).
+local function ensure_group(again)
+  if not again and redis.call('HGET', K_CONF, 'group') == '1' then return end
+  local made = redis.pcall('XGROUP', 'CREATE', K_STREAM, GROUP, again and '0' or GROUP_START,
+    'MKSTREAM')
+  if type(made) == 'table' and made.err and not string.find(made.err, 'BUSYGROUP') then
+    error(made.err)
+  end
+  redis.call('HSET', K_CONF, 'group', '1')
+end
+
+-- A job that came from the stream is done (completed, dropped or dead-lettered):
+-- acknowledge its entry, and delete it if asked to.
+local function entry_done(id)
+  if not K_STREAM then return end
+  local entry = redis.call('HGET', jobkey(id), 'e')
+  if not entry then return end
+  redis.call('XACK', K_STREAM, GROUP, entry)
+  if DELETE_DONE then redis.call('XDEL', K_STREAM, entry) end
+end
+
+-- The job an entry carries. An entry trioqueue added (fields id, payload, hash) is
+-- the job of that id, in every group that reads it; any other entry is a job whose
+-- id is the entry's, and whose payload is the entry: its fields as an object of
+-- strings. (A trioqueue entry whose id this group already gave another entry gets
+-- the entry's id too.) deliveries: how often the group delivered the entry already.
+-- Returns the id (nil when the payload does not decode: it is then a dead letter
+-- with the reason), and whether the job is new here.
+local function entry_job(entry, fields, deliveries)
+  local named = {}
+  for i = 1, #fields, 2 do named[fields[i]] = fields[i + 1] end
+  local id, payload, hash = named['id'], named['payload'], named['hash']
+  local ours = #fields == 6 and id and payload and hash
+  if ours then
+    local seen = redis.call('HGET', jobkey(id), 'e')
+    if seen == entry then return id, false end  -- enqueued through this group, or adopted
+    if seen then ours = false end
+  end
+  if not ours then
+    id = entry
+    if redis.call('EXISTS', jobkey(id)) == 1 then return id, false end  -- adopted before
+    payload = cjson.encode(named)
+    hash = 'raw:' .. redis.sha1hex(payload)
+  end
+  local key = jobkey(id)
+  redis.call('ZREM', K_FIN, id)
+  redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0, 'd', deliveries,
+    'q', 1, 'c', stamp(NOW), 'u', stamp(NOW), 'r', stamp(NOW), 't', '', 'lf', life_from(),
+    'e', entry)
+  count('enqueued')
+  local ok, err = pcall(cjson.decode, payload)
+  if not ok then
+    redis.call('HSET', key, 's', 'failed', 'q', 0, 'w',
+      'undecodable record: not JSON (' .. tostring(err) .. ')')
+    redis.call('LPUSH', K_DEAD, id)
+    count('dead_lettered')
+    entry_done(id)
+    return nil, true
+  end
+  return id, true
+end
+
+-- Entries of the stream the group has not read yet (its lag): what waits to be
+-- claimed, besides the ready list. When Redis cannot tell (entries deleted in the
+-- range), count them, up to SLICE.
+local function stream_waiting()
+  if not K_STREAM or redis.call('EXISTS', K_STREAM) == 0 then return 0 end
+  local groups = redis.call('XINFO', 'GROUPS', K_STREAM)
+  for _, group in ipairs(groups) do
+    local info = {}
+    for i = 1, #group, 2 do info[group[i]] = group[i + 1] end
+    if info['name'] == GROUP then
+      if info['lag'] then return tonumber(info['lag']) end
+      return #redis.call('XRANGE', K_STREAM, '(' .. info['last-delivered-id'], '+', 'COUNT',
+        SLICE)
+    end
+  end
+  -- no group yet: from '$' nothing there now will be read; one deleted by hand is
+  -- made again from the start (ensure_group)
+  local again = redis.call('HGET', K_CONF, 'group') == '1'
+  return (again or GROUP_START == '0') and redis.call('XLEN', K_STREAM) or 0
+end
+
+-- Entries the group has delivered and nobody acknowledged yet: every stream job
+-- claimed or waiting to run again, and entries another program's consumer read and
+-- left (taken over by the sweep once idle for a lease).
+local function stream_pending()
+  if not K_STREAM or redis.call('EXISTS', K_STREAM) == 0 then return 0 end
+  local found = redis.pcall('XPENDING', K_STREAM, GROUP)
+  if type(found) ~= 'table' or found.err then return 0 end  -- no group (yet)
+  return tonumber(found[1])
 end

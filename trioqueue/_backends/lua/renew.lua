@@ -7,6 +7,12 @@ for i = 10, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', jobkey(id), 't') == ARGV[i + 1] then
     redis.call('ZADD', K_CLAIMS, 'XX', NOW + lease, MARK .. id)
+    local entry = K_STREAM and redis.call('HGET', jobkey(id), 'e')
+    if entry then
+      -- keep the stream's own record fresh too: the entry stays this consumer's, and
+      -- other consumers of the group do not see it idle (XAUTOCLAIM)
+      redis.call('XCLAIM', K_STREAM, GROUP, CONSUMER, 0, entry, 'JUSTID')
+    end
   else
     lost[#lost + 1] = ARGV[i + 1]
   end

@@ -48,6 +48,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     return age
   end
   unclaim(id)
+  entry_done(id)  -- first: the retention below may forget the record, and its entry with it
   if kind == 'ack' then
     redis.call('HSET', key, 's', 'completed')
     count('succeeded')

@@ -3,7 +3,7 @@
 local retrying = redis.call('SCARD', K_RETRY)
 return {
   redis.call('HGETALL', K_STATS),
-  {redis.call('LLEN', K_READY), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
+  {redis.call('LLEN', K_READY) + stream_waiting(), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
    claimed_count() - retrying, retrying,
    redis.call('LLEN', K_DEAD)},
 }

@@ -64,6 +64,35 @@ for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, SLICE - 1)) do
     redis.call('ZADD', K_CLAIMS, NOW + grace, element)
   end
 end
+-- A stream source: entries of the group pending for longer than a lease that no
+-- claim here holds (another program's consumer read them and stopped, or their job
+-- was never registered) are taken over (XAUTOCLAIM, one slice per sweep, the scan
+-- going on from where the last sweep left it) and delivered again; a finished job's
+-- lingering entry is acknowledged. Entries of live jobs only change consumer: their
+-- owner's next renewal takes them back.
+if K_STREAM and redis.call('HGET', K_CONF, 'group') == '1'
+  and redis.call('EXISTS', K_STREAM) == 1 then
+  local cursor = redis.call('HGET', K_CONF, 'xautoclaim') or '0-0'
+  local found = redis.pcall('XAUTOCLAIM', K_STREAM, GROUP, CONSUMER, math.ceil(MIN_IDLE * 1000),
+    cursor, 'COUNT', 100, 'JUSTID')
+  if type(found) == 'table' and not found.err then
+    for _, entry in ipairs(found[2]) do
+      local fields = redis.call('XRANGE', K_STREAM, entry, entry)[1]
+      if fields then
+        local pel = redis.call('XPENDING', K_STREAM, GROUP, entry, entry, 1)[1]
+        local id, new = entry_job(entry, fields[2], pel and pel[4] or 1)
+        local state = id and redis.call('HGET', jobkey(id), 's')
+        if new and id then
+          schedule(id, true)  -- taken in its turn already: next in line
+          recovered = recovered + 1
+        elseif state == 'completed' or state == 'dropped' or state == 'failed' then
+          entry_done(id)
+        end
+      end
+    end
+    redis.call('HSET', K_CONF, 'xautoclaim', found[1])
+  end
+end
 local scheduled, more = fill()
 local evicted = 0
 if MAX_AGE then
