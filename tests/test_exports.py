@@ -38,6 +38,7 @@ EXPECTED = {
     "QueueFull",
     "QueueInfo",
     "QueueSettings",
+    "ShardedBackend",
     "StreamSource",
     "Receipt",
     "AddResult",

@@ -28,6 +28,7 @@ TIERS = {
     "_backends._queue_settings": 1,
     "_backends._redis_scripts": 3,
     "_backends._redis": 3,
+    "_backends._sharded": 3,
     "_backends._redis_connection": 3,
     "_backends._redis_glide": 3,
     "_backends._redis_coredis": 3,

@@ -21,6 +21,7 @@ from ._backends._queue_info import QueueInfo as QueueInfo
 from ._backends._queue_settings import QueueSettings as QueueSettings
 from ._backends._redis import RedisBackend as RedisBackend
 from ._backends._redis_stream import StreamSource as StreamSource
+from ._backends._sharded import ShardedBackend as ShardedBackend
 from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
@@ -85,6 +86,7 @@ __all__ = [
     "Retention",
     "Retry",
     "RetryPolicy",
+    "ShardedBackend",
     "ShutdownReport",
     "StreamSource",
     "SweepReport",

@@ -26,6 +26,7 @@ from ._cli_args import (
     add_queue_option,
     add_redis_options,
     add_redis_url_options,
+    add_shards_option,
     non_negative,
     non_negative_int,
     port,
@@ -273,6 +274,7 @@ def _add_queue(commands: argparse._SubParsersAction[_Parser]) -> None:
     queue.add_argument("action", choices=["show", "configure"])
     add_redis_url_options(queue)
     add_queue_option(queue)
+    add_shards_option(queue)
     queue.add_argument(
         "--capacity", dest="new_capacity", type=positive_int, help="the new capacity"
     )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._backend import NewJob
     from ._backends._queue_info import QueueInfo
     from ._backends._redis import RedisBackend
+    from ._backends._sharded import ShardedBackend
     from ._metrics import MetricsSnapshot
     from ._records import JobRecord
 
@@ -173,7 +174,10 @@ def _leaf(error: BaseException) -> BaseException:
 
 
 async def _send(
-    args: argparse.Namespace, backend: RedisBackend, jobs: list[NewJob], tally: _Tally
+    args: argparse.Namespace,
+    backend: RedisBackend | ShardedBackend,
+    jobs: list[NewJob],
+    tally: _Tally,
 ) -> bool:
     """Add the jobs in order, counting them in *tally*; True if --no-wait found it full."""
     for job in jobs:
@@ -203,7 +207,7 @@ async def _send(
     return False
 
 
-async def _report_waiting(tally: _Tally, backend: RedisBackend) -> None:
+async def _report_waiting(tally: _Tally, backend: RedisBackend | ShardedBackend) -> None:
     """Every few seconds an add has waited, say why on stderr. Runs until cancelled."""
     while True:
         await trio.sleep(WAITING_REPORT_EVERY / 4)
@@ -238,19 +242,29 @@ async def run_stats(args: argparse.Namespace) -> int:
                 return 0
 
 
-async def _check_queue_exists(args: argparse.Namespace, backend: RedisBackend) -> None:
+async def _check_queue_exists(
+    args: argparse.Namespace, backend: RedisBackend | ShardedBackend
+) -> None:
     """Refuse a queue this server has never seen (a mistyped name), before reading it.
 
-    Every queue that was ever used has its settings key or its counters key.
+    Every queue that was ever used has its settings key or its counters key; a
+    sharded queue, on its first shard at least (the shards are used in turn).
     """
-    keys = backend.keys
-    found = await backend._conn.exists(keys.config, keys.stats)
-    if not found:
-        raise NotThere(
-            f"the queue {printable(args.queue)} does not exist yet on "
-            f"{printable(backend._conn.where)}: check --queue and the Redis URL "
-            "(a queue exists once a job was enqueued to it or a worker ran on it)"
-        )
+    from ._backends._sharded import ShardedBackend
+
+    shards = backend.shards if isinstance(backend, ShardedBackend) else (backend,)
+    for shard in shards:
+        keys = shard.keys
+        if await shard._conn.exists(keys.config, keys.stats):
+            return
+    raise NotThere(
+        f"the queue {printable(args.queue)}"
+        + (f" with {len(shards)} shards" if len(shards) > 1 else "")
+        + f" does not exist yet on {printable(shards[0]._conn.where)}: check --queue"
+        + (" and --shards" if len(shards) > 1 else "")
+        + " and the Redis URL (a queue exists once a job was enqueued to it or a worker "
+        "ran on it)"
+    )
 
 
 def _stats_text(
@@ -316,7 +330,7 @@ async def run_dead(args: argparse.Namespace) -> int:
         return await _dead_action(args, backend)
 
 
-async def _dead_action(args: argparse.Namespace, backend: RedisBackend) -> int:
+async def _dead_action(args: argparse.Namespace, backend: RedisBackend | ShardedBackend) -> int:
     queue = Queue(backend)
     if args.action == "list":
         records = await queue.dead_letters()

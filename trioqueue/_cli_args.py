@@ -15,6 +15,7 @@ from ._backends._redis_url import url_problem
 
 if TYPE_CHECKING:
     from ._backends._redis import RedisBackend
+    from ._backends._sharded import ShardedBackend
     from ._pool import Handler
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "add_queue_option",
     "add_redis_options",
     "add_redis_url_options",
+    "add_shards_option",
     "load_handler",
     "non_negative",
     "non_negative_int",
@@ -237,26 +239,30 @@ def _shown_path(filename: str) -> str:
         return filename
 
 
-def redis_backend(args: argparse.Namespace) -> RedisBackend:
-    """The `RedisBackend` that the URL (see `resolve_redis_url`), ``--queue`` and the rest name.
+def redis_backend(args: argparse.Namespace) -> RedisBackend | ShardedBackend:
+    """The backend that the URL (see `resolve_redis_url`), ``--queue`` and the rest name.
+
+    With ``--shards K``, the logical queue ``--queue`` over K shard queues.
 
     Raises:
         UsageError: The Redis extra is not installed; the message names it.
         ConfigurationError: An option is out of range; the message names it.
     """
-    try:
-        from ._backends._redis import RedisBackend  # lazily: the optional extra
+    try:  # lazily: the optional extra
+        from ._backends._redis import RedisBackend
+        from ._backends._sharded import ShardedBackend
     except ImportError as exc:
         raise UsageError(str(exc)) from None
-    return RedisBackend(
-        args.redis,
-        queue=args.queue,
-        capacity=args.capacity,
-        min_idle=args.min_idle,
-        reliable=False if args.simple else None,  # None: the queue's own mode
-        key_ttl=args.key_ttl,
-        max_deliveries=getattr(args, "max_deliveries", 20),
-    )
+    options = {
+        "capacity": args.capacity,
+        "min_idle": args.min_idle,
+        "reliable": False if args.simple else None,  # None: the queue's own mode
+        "key_ttl": args.key_ttl,
+        "max_deliveries": getattr(args, "max_deliveries", 20),
+    }
+    if args.shards is not None:
+        return ShardedBackend.on_redis(args.redis, queue=args.queue, shards=args.shards, **options)
+    return RedisBackend(args.redis, queue=args.queue, **options)
 
 
 def add_redis_url_options(parser: argparse.ArgumentParser, *, environment: bool = True) -> None:
@@ -360,6 +366,18 @@ def add_queue_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_shards_option(parser: argparse.ArgumentParser) -> None:
+    """``--shards K``: the queue is a logical one over K shard queues (see `ShardedBackend`)."""
+    parser.add_argument(
+        "--shards",
+        type=positive_int,
+        metavar="K",
+        help="the queue is one logical queue spread over K shard queues {NAME:0} ... "
+        "{NAME:K-1} (on a Redis Cluster, over several nodes); give the same K to every "
+        "command and worker that uses it (default: one queue, not sharded)",
+    )
+
+
 def add_redis_options(parser: argparse.ArgumentParser) -> None:
     """The URL options, ``--queue NAME`` and the queue's settings, for every Redis command."""
     add_redis_url_options(parser)
@@ -369,6 +387,7 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         help="most jobs on the ready list (default: the queue's own; a new queue gets 1000)",
     )
+    add_shards_option(parser)
     parser.add_argument(
         "--min-idle",
         type=seconds,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
     from ._backends._redis import RedisBackend
+    from ._backends._sharded import ShardedBackend
     from ._pool import Handler, WorkerPool
     from ._pool_config import ShutdownReport
 
@@ -136,7 +137,7 @@ async def run_worker(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    backend: RedisBackend,
+    backend: RedisBackend | ShardedBackend,
     handler: Handler,
     retry: RetryPolicy,
     args: argparse.Namespace,
@@ -183,7 +184,7 @@ async def _serve(
 
 
 async def _say_when_ready(
-    pool: WorkerPool, backend: RedisBackend, args: argparse.Namespace
+    pool: WorkerPool, backend: RedisBackend | ShardedBackend, args: argparse.Namespace
 ) -> None:
     """Log that the worker is ready once its pool has made a call that succeeded."""
     await pool.wait_backend_reached()
