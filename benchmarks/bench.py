@@ -12,7 +12,10 @@ its range; targets are ratios measured in the same run:
 - Redis: trioqueue's reliable and simple modes through workloads 1 and 2 (the
   same adapter as ``peers.py``), against a bare BLMOVE+LREM loop;
 - fail rate 0 / 0.1 / 0.3 × capacity 1 / 16 / 256 on memory and 16 / 256 on
-  Redis: throughput and end-to-end latency, retries included (workload 3).
+  Redis: throughput and end-to-end latency, retries included (workload 3);
+- one logical queue on a local Redis Cluster of 3 masters: 1 shard against 3
+  shards, several worker processes whose handlers make one Redis round trip
+  (``shards.py``).
 
 Writes ``benchmarks/results/bench.json``, ``bench.md`` and ``failrate_capacity.png``.
 """
@@ -28,6 +31,7 @@ from typing import Any
 
 import failrate_capacity
 import memory_throughput
+import shards
 import trio
 from _common import (
     HERE,
@@ -186,6 +190,27 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{_spread_text(row['end_to_end_p50'], 1000, 2)} | "
                 f"{_spread_text(row['end_to_end_p99'], 1000, 2)} | {row['retries']} |"
             )
+    sharded = data.get("shards")
+    if sharded:
+        used = ", ".join(
+            f"{label}: {masters}" for label, masters in sharded["masters_used"].items()
+        )
+        lines += [
+            "",
+            f"One logical queue on a local Redis Cluster (3 masters, 3 replicas), "
+            f"{sharded['jobs']:,} jobs, {sharded['processes']} worker processes × "
+            f"{sharded['workers_per_process']} workers, handler: {sharded['handler']}; "
+            f"masters serving the shards (last round): {used}:",
+            "",
+            "| layout | jobs/s |",
+            "|---|---|",
+            *(
+                f"| {label} | {_spread_text(spread(rates))} |"
+                for label, rates in sharded["rounds"].items()
+            ),
+            f"| 3 shards / 1 shard | {sharded['ratio_median']:.2f} "
+            f"({sharded['ratio_range'][0]:.2f}–{sharded['ratio_range'][1]:.2f}) |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -203,6 +228,7 @@ def main() -> None:
         "latency_jobs": 2_000 // scale,
         "rss_jobs": 1_000_000 // scale,
         "sweep_jobs": {"memory": 5_000 // scale, "redis": 2_000 // scale},
+        "shard_jobs": 20_000 // scale,
     }
     data: dict[str, Any] = {"machine": machine(), "settings": settings}
     data["memory_vs_channel"] = memory_vs_channel(args.rounds, settings["jobs"])
@@ -216,6 +242,7 @@ def main() -> None:
         data["sweep"] = sweep(server.url, args.rounds, settings["sweep_jobs"])
     finally:
         server.close()
+    data["shards"] = shards.measure(args.rounds, settings["shard_jobs"], processes=3)
     write_results("bench", data, markdown(data))
     sweep_plot(data)
     print(markdown(data))

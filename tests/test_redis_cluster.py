@@ -109,6 +109,33 @@ async def test_on_the_cluster_a_plain_stream_name_is_refused_in_one_line(redis_c
     )
 
 
+async def test_a_sharded_queue_spreads_over_the_masters_and_runs_every_job(redis_cluster):
+    while True:  # a name whose three shards fall on the three masters
+        name = "s-" + uuid.uuid4().hex[:8]
+        shards = trioqueue.ShardedBackend.on_redis(
+            redis_cluster.url + "?cluster=yes", queue=name, shards=3, min_idle=30
+        )
+        masters = {master_index(hash_slot(shard.keys.ready)) for shard in shards.shards}
+        if masters == {0, 1, 2}:
+            break
+    seen: list[int] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        seen.append(job.payload)
+
+    async with shards as backend:
+        await Queue(backend).enqueue_many(list(range(60)), ids=[f"j{n}" for n in range(60)])
+        held = [(await shard.stats()).gauges.queue_depth for shard in backend.shards]
+        assert sum(held) == 60
+        assert min(held) > 0  # every master holds part of the queue
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler, workers=4):
+                pass
+        stats = await backend.stats()
+    assert sorted(seen) == list(range(60))
+    assert (stats.succeeded, stats.gauges.held) == (60, 0)
+
+
 def test_the_command_line_takes_a_cluster_url(redis_cluster):
     url, name = redis_cluster.url + "?cluster=yes", tag_on(redis_cluster, 2)
     given = cli("enqueue", '{"n": 1}', "--redis", url, "--queue", name)

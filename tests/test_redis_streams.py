@@ -19,6 +19,7 @@ import trio.testing
 import trioqueue
 from trioqueue import ConfigurationError, Queue, reply_id
 
+from .redis_time import pass_time
 from .test_redis_crashes import start_and_kill_mid_handler
 
 if TYPE_CHECKING:
@@ -278,6 +279,39 @@ async def test_a_killed_consumers_job_runs_again_within_min_idle_and_a_sweep(
         stats = await backend.stats()
         assert (stats.recovered, stats.succeeded, stats.gauges.held) == (1, 2, 0)
         assert stats.conserved
+
+
+async def test_an_entry_delivered_max_deliveries_times_is_a_dead_letter_and_acknowledged(
+    redis_server: RedisServer,
+):
+    """Each delivery is the group's too: the pending list counts them as trioqueue does."""
+    stream, clock = tagged("poison"), {"now": 1000.0}
+    async with (
+        coredis.Redis.from_url(redis_server.url) as raw,
+        trioqueue.RedisBackend(
+            redis_server.url,
+            stream=stream,
+            group="g",
+            consumer="me",
+            min_idle=5,
+            max_deliveries=3,
+            clock=lambda: clock["now"],
+        ) as backend,
+    ):
+        await Queue(backend).enqueue("poison", id="P")
+        for delivery in (1, 2, 3):  # each run's worker dies: its lease runs out
+            [claim] = await backend.claim(1, lease=5, block=0)
+            [(_, consumer, deliveries)] = await pending_entries(raw, stream, "g")
+            assert (claim.job.id, consumer, deliveries) == ("P", "me", delivery)
+            await pass_time(backend, clock, 6)
+            assert (await backend.sweep()).recovered == 1
+        assert await backend.claim(1, lease=5, block=0) == []  # the fourth is refused
+        [dead] = await backend.dead_letters()
+        assert (dead.id, "delivered 3 times (max_deliveries)" in (dead.reason or "")) == (
+            "P",
+            True,
+        )
+        assert await pending_entries(raw, stream, "g") == []  # done with, for the group
 
 
 async def test_an_entry_that_is_not_json_is_a_dead_letter_with_the_reason(
