@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "COUNTER_NAMES",
@@ -24,6 +24,7 @@ __all__ = [
     "HistogramSnapshot",
     "Metrics",
     "MetricsSnapshot",
+    "shared_snapshot",
 ]
 
 SHARED_COUNTER_NAMES: Final = (
@@ -313,3 +314,20 @@ class Metrics:
             handler_time=self.handler_time.snapshot(),
             end_to_end=self.end_to_end.snapshot(),
         )
+
+
+def shared_snapshot(
+    counters: Mapping[str, int], gauges: Gauges, local: MetricsSnapshot
+) -> MetricsSnapshot:
+    """A shared queue's snapshot: its *counters* and *gauges*, with *local*'s histograms.
+
+    A counter missing from *counters* is 0; backend errors are this process's own.
+    """
+    return MetricsSnapshot(
+        **{name: counters.get(name, 0) for name in SHARED_COUNTER_NAMES},
+        backend_errors=local.backend_errors,
+        gauges=gauges,
+        queue_wait=local.queue_wait,
+        handler_time=local.handler_time,
+        end_to_end=local.end_to_end,
+    )

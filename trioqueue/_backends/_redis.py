@@ -33,7 +33,7 @@ from .._exceptions import (
     JobNotFound,
     QueueFull,
 )
-from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
+from .._metrics import Gauges, Metrics, MetricsSnapshot, shared_snapshot
 from .._payload import decode_payload
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
@@ -558,15 +558,7 @@ class RedisBackend:
             retry_waiting=retrying,
             dead=dead,
         )
-        local = self._metrics.snapshot()
-        return MetricsSnapshot(
-            **{name: values.get(name, 0) for name in SHARED_COUNTER_NAMES},
-            backend_errors=local.backend_errors,
-            gauges=self._gauges,
-            queue_wait=local.queue_wait,
-            handler_time=local.handler_time,
-            end_to_end=local.end_to_end,
-        )
+        return shared_snapshot(values, self._gauges, self._metrics.snapshot())
 
     async def stored_settings(self) -> QueueSettings | None:
         """The settings stored with the queue now; None when it has none (not created yet).

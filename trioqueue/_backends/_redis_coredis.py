@@ -154,13 +154,40 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         Raises:
             BackendUnavailable: Redis cannot be reached.
         """
+        reply = await self._blocking(
+            "BLMOVE", (b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block), block, "unmove"
+        )
+        assert reply is None or isinstance(reply, bytes)
+        return reply
+
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
+
+        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        command = (b"XREAD", b"BLOCK", max(1, round(block * 1000)), b"COUNT", 1, b"STREAMS")
+        await self._blocking("XREAD", (*command, *streams, *streams.values()), block)
+
+    async def _blocking(
+        self,
+        name: str,
+        command: tuple[str | bytes | float, ...],
+        block: float,
+        undo: str | None = None,
+    ) -> Any:
+        """Run the blocking *command* on a connection of its own, cancellable at once.
+
+        When the caller is cancelled, a ``CLIENT UNBLOCK`` from another connection
+        ends the wait on the server, and a reply that came all the same is given to
+        script *undo*.
+        """
         pool = self.client.connection_pool
         with self.reachable():
             async with pool.acquire() as connection:
-                request = connection.create_request(
-                    b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block,
-                    raise_exceptions=False,
-                )  # fmt: skip
+                request = connection.create_request(*command, raise_exceptions=False)
                 try:
                     reply = await request
                     if isinstance(reply, Exception) and not isinstance(
@@ -172,50 +199,18 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
                     with trio.CancelScope(shield=True, deadline=deadline):
                         if connection.client_id is not None:
                             await self.unblock(connection.client_id)
-                        element = await request
-                        if isinstance(element, bytes):
-                            await self.run("unmove", element)
+                        late = await request
+                        if undo is not None and isinstance(late, bytes):
+                            await self.run(undo, late)
                     raise
         if isinstance(reply, coredis.exceptions.ResponseError):
             if not str(reply).startswith("OOM"):
-                raise await self._refusal("BLMOVE", reply)
+                raise await self._refusal(name, reply)
             # a full Redis refuses BLMOVE (the claim script is allowed: it found nothing
             # just now, and no job can be added while Redis is full): wait, then look again
             await trio.sleep(block)
             return None
-        assert reply is None or isinstance(reply, bytes)
         return reply
-
-    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
-        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
-
-        ``XREAD BLOCK`` on a connection of its own, which reads without taking; a
-        cancelled wait is ended on the server with ``CLIENT UNBLOCK`` and changes
-        nothing.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        pool = self.client.connection_pool
-        with self.reachable():
-            async with pool.acquire() as connection:
-                request = connection.create_request(
-                    b"XREAD", b"BLOCK", max(1, round(block * 1000)), b"COUNT", 1,
-                    b"STREAMS", *streams, *streams.values(), raise_exceptions=False,
-                )  # fmt: skip
-                try:
-                    reply = await request
-                except trio.Cancelled:
-                    deadline = trio.current_time() + IO_TIMEOUT
-                    with trio.CancelScope(shield=True, deadline=deadline):
-                        if connection.client_id is not None:
-                            await self.unblock(connection.client_id)
-                        await request
-                    raise
-                if isinstance(reply, coredis.exceptions.ResponseError):
-                    raise await self._refusal("XREAD", reply)
-                if isinstance(reply, Exception):
-                    raise reply  # a lost connection: reachable() says what it means
 
     async def unblock(self, client_id: int) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting.

@@ -27,7 +27,7 @@ import trio
 
 from .._backend import AddMode, AddResult, Claim, NewJob, Receipt, SweepReport, checked_capacity
 from .._exceptions import BackendUnavailable, ConfigurationError
-from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot
+from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
 from ._queue_info import QueueInfo
 from ._redis import RedisBackend
 
@@ -263,15 +263,10 @@ class ShardedBackend:
                 for field in attrs.fields(Gauges)
             }
         )
-        local = self._metrics.snapshot()
-        return MetricsSnapshot(
-            **{name: sum(getattr(snap, name) for snap in snaps) for name in SHARED_COUNTER_NAMES},
-            backend_errors=local.backend_errors,
-            gauges=self._gauges,
-            queue_wait=local.queue_wait,
-            handler_time=local.handler_time,
-            end_to_end=local.end_to_end,
-        )
+        counters = {
+            name: sum(getattr(snap, name) for snap in snaps) for name in SHARED_COUNTER_NAMES
+        }
+        return shared_snapshot(counters, self._gauges, self._metrics.snapshot())
 
     async def inspect(self) -> QueueInfo:
         """What all the shards hold, added up (the oldest claim of any)."""
