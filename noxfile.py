@@ -25,7 +25,7 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    session.install(".[redis,cli,coredis]")  # coredis: the second client's own tests
+    session.install(".[redis,cli,coredis,http]")  # coredis: the second client's own tests
     install_group(session, "test")
     # Two test processes per core (pytest-xdist; worksteal evens out the few long tests):
     # most tests wait on Redis, subprocesses and real sleeps, so on 2 cores 4 processes
@@ -50,7 +50,7 @@ def tests_coredis(session: nox.Session) -> None:
     the cluster's: coredis does not do clusters here (it refuses ``?cluster=yes``,
     which ``nox -s tests`` checks).
     """
-    session.install(".[redis,cli,coredis]")
+    session.install(".[redis,cli,coredis,http]")
     install_group(session, "test")
     processes = str(min(2 * (os.cpu_count() or 1), 8))
     files = ["tests/contract", "tests/test_cli_redis.py"]
@@ -73,7 +73,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".[redis,cli,coredis]")
+    session.install(".[redis,cli,coredis,http]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
 

@@ -92,7 +92,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead, _add_queue):
+    for add in (
+        _add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead, _add_queue, _add_serve,
+    ):  # fmt: skip
         add(commands)
     for command in commands.choices.values():
         _add_verbosity(command, "_after")
@@ -292,6 +294,43 @@ def _add_queue(commands: argparse._SubParsersAction[_Parser]) -> None:
     )  # fmt: skip
 
 
+def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP ingest service (POST /jobs), with --handler its workers too",
+        description="Serve the HTTP API (POST /jobs, GET /jobs/ID, /stats, /healthz, /readyz, "
+        "/openapi.json) on a queue in memory, or on Redis with --redis and --queue. With "
+        "--handler, a worker pool runs the jobs in the same process. SIGTERM or SIGINT "
+        "stops accepting, finishes requests in flight, then stops the pool.",
+    )
+    serve.add_argument("--bind", default="127.0.0.1:8000", help="HOST:PORT to listen on")
+    serve.add_argument(
+        "--handler", metavar="MODULE:HANDLER", help="also run a worker pool on this handler"
+    )
+    serve.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
+    serve.add_argument(
+        "--grace", type=non_negative, default=30.0, help="seconds running jobs get to finish"
+    )
+    serve.add_argument(
+        "--max-body", type=positive_int, default=1024 * 1024 + 4096, help="largest body, bytes"
+    )
+    serve.add_argument(
+        "--concurrency", type=positive_int, default=64, help="requests served at once"
+    )
+    serve.add_argument(
+        "--request-timeout", type=seconds, default=10.0, help="seconds one request may take"
+    )
+    # not from the environment: as for demo, a variable exported for the other commands
+    # must not turn a service in memory into one on that Redis
+    add_redis_url_options(serve, environment=False)
+    add_queue_option(serve)
+    add_shards_option(serve)
+    serve.add_argument(
+        "--capacity", type=positive_int, help="ready-queue capacity (memory default: 1000)"
+    )
+    serve.set_defaults(run=_serve, log_level=logging.INFO, min_idle=30.0, simple=None, key_ttl=None)
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from ._cli_demo import run_demo  # lazily: imports tqdm
 
@@ -307,6 +346,12 @@ async def _demo(args: argparse.Namespace) -> int:
     else:
         print(snap.report(), flush=True)
     return 0 if snap.conserved else 1
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from ._cli_serve import run_serve
+
+    return await run_serve(args)
 
 
 async def _worker(args: argparse.Namespace) -> int:
@@ -376,10 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args)
     try:
         try:
-            if args.command != "demo":
+            optional_redis = args.command in ("demo", "serve")  # in memory without it
+            if not optional_redis:
                 resolve_queue(args)
             if hasattr(args, "redis"):
-                resolve_redis_url(args, required=args.command != "demo")
+                resolve_redis_url(args, required=not optional_redis)
+            if args.command == "serve" and args.redis is not None:
+                resolve_queue(args)
             return int(trio.run(args.run, args, restrict_keyboard_interrupt_to_checkpoints=True))
         except BaseExceptionGroup as group:
             raise _leaf(group) from None

@@ -1,0 +1,194 @@
+"""The HTTP service over a real socket: every status of POST /jobs, on memory and Redis."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue.http import create_app
+
+from .http_server import served
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .redis_server import RedisServer
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[trioqueue.Backend]:
+    """An open backend with room for 2 jobs: in memory, or a fresh queue on Redis."""
+    if request.param == "memory":
+        yield trioqueue.MemoryBackend(2)
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    queue = "{h-" + uuid.uuid4().hex[:10] + "}"
+    async with trioqueue.RedisBackend(server.url, queue=queue, capacity=2) as opened:
+        yield opened
+
+
+async def test_a_new_job_is_201_with_its_location_and_its_record(backend):
+    async with served(create_app(backend)) as http:
+        made = await http.post("/jobs", json={"id": "e1", "payload": {"n": 1}})
+        assert made.status_code == 201
+        assert made.headers["location"] == "/jobs/e1"
+        assert made.json() == {"id": "e1", "deduplicated": False, "queued": True}
+        record = (await http.get("/jobs/e1")).json()
+        assert (record["state"], record["queued"], record["payload"]) == (
+            "received",
+            True,
+            {"n": 1},
+        )
+
+
+async def test_the_same_event_again_is_200_with_the_existing_record(backend):
+    async with served(create_app(backend)) as http:
+        await http.post("/jobs", json={"id": "e1", "payload": {"b": 2, "a": 1}})
+        again = await http.post("/jobs", json={"payload": {"a": 1, "b": 2}, "id": "e1"})
+        assert again.status_code == 200
+        body = again.json()
+        assert (body["id"], body["deduplicated"], body["state"]) == ("e1", True, "received")
+        assert (await backend.stats()).enqueued == 1
+
+
+async def test_the_same_id_with_another_payload_is_409_with_both_hashes(backend):
+    async with served(create_app(backend)) as http:
+        await http.post("/jobs", json={"id": "e1", "payload": 1})
+        clash = await http.post("/jobs", json={"id": "e1", "payload": 2})
+        assert clash.status_code == 409
+        body = clash.json()
+        assert body["error"] == "conflict"
+        assert body["id"] == "e1"
+        stored = await backend.status("e1")
+        assert stored is not None
+        assert body["stored_hash"] == stored.payload_hash != body["new_hash"]
+        assert stored.payload == 1  # unchanged
+
+
+async def test_a_full_queue_stores_the_event_unscheduled_with_202(backend):
+    async with served(create_app(backend)) as http:
+        for n in range(2):
+            assert (await http.post("/jobs", json={"payload": n})).status_code == 201
+        late = await http.post("/jobs", json={"id": "late", "payload": 3})
+        assert late.status_code == 202
+        assert late.json() == {"id": "late", "deduplicated": False, "queued": False}
+        assert (await http.get("/jobs/late")).json()["queued"] is False
+        done: list[Any] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            done.append(job.payload)
+
+        async with trioqueue.open_worker_pool(backend, handler):
+            pass  # the sweeper schedules the stored event once room frees
+        assert sorted(done) == [0, 1, 3]
+
+
+async def test_the_idempotency_key_header_names_the_job(backend):
+    async with served(create_app(backend)) as http:
+        made = await http.post("/jobs", json={"payload": 1}, headers={"Idempotency-Key": "k-1"})
+        assert (made.status_code, made.json()["id"]) == (201, "k-1")
+        clash = await http.post(
+            "/jobs", json={"id": "other", "payload": 1}, headers={"Idempotency-Key": "k-1"}
+        )
+        assert clash.status_code == 400
+        assert "differ" in clash.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "said"),
+    [
+        (b"{not json", "bad_json", "not JSON"),
+        (b'{"id": "x"}', "bad_job", '"payload"'),
+        (b"[1, 2]", "bad_job", '"payload"'),
+        (b'{"payload": 1, "extra": 2}', "bad_job", "unknown fields ['extra']"),
+        (b'{"id": 5, "payload": 1}', "bad_id", "must be a string"),
+        (b'{"id": "", "payload": 1}', "bad_job", "1 to 256 characters"),
+        (b'{"id": "' + b"x" * 300 + b'", "payload": 1}', "bad_job", "1 to 256 characters"),
+    ],
+)
+async def test_bad_input_is_400_saying_what_is_wrong_and_stores_nothing(backend, body, kind, said):
+    async with served(create_app(backend)) as http:
+        refused = await http.post(
+            "/jobs", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert refused.status_code == 400
+        assert refused.json()["error"] == kind
+        assert said in refused.json()["message"]
+    assert (await backend.stats()).enqueued == 0
+
+
+async def test_a_body_over_max_body_is_413_whether_its_length_is_said_or_not(backend):
+    async with served(create_app(backend, max_body=100)) as http:
+        big = b'{"payload": "' + b"x" * 200 + b'"}'
+        said = await http.post("/jobs", content=big)
+        assert said.status_code == 413
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+            for start in range(0, len(big), 50):
+                yield big[start : start + 50]
+
+        streamed = await http.post("/jobs", content=chunks())
+        assert streamed.status_code == 413
+        assert "100 bytes" in streamed.json()["message"]
+    assert (await backend.stats()).enqueued == 0
+
+
+async def test_an_unknown_job_is_404(backend):
+    async with served(create_app(backend)) as http:
+        missing = await http.get("/jobs/nope")
+        assert missing.status_code == 404
+        assert missing.json()["error"] == "not_found"
+
+
+async def test_health_readiness_stats_and_the_openapi_document(backend):
+    async with served(create_app(backend)) as http:
+        await http.post("/jobs", json={"payload": 1})
+        assert (await http.get("/healthz")).json() == {"alive": True}
+        assert (await http.get("/readyz")).json() == {"ready": True}
+        stats = (await http.get("/stats")).json()
+        assert (stats["enqueued"], stats["gauges"]["queue_depth"]) == (1, 1)
+        document = (await http.get("/openapi.json")).json()
+        assert document["openapi"] == "3.1.0"
+        statuses = set(document["paths"]["/jobs"]["post"]["responses"])
+        assert statuses == {"200", "201", "202", "400", "409", "413", "503"}
+
+
+async def test_an_unreachable_redis_is_503_with_retry_after():
+    dead = "redis://127.0.0.1:1"  # nothing listens on port 1
+    async with (
+        trioqueue.RedisBackend(dead, queue="{h}") as backend,
+        served(create_app(backend)) as http,
+    ):
+        refused = await http.post("/jobs", json={"id": "e1", "payload": 1})
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert "send it again" in refused.json()["message"]
+        assert (await http.get("/readyz")).status_code == 503
+        assert (await http.get("/healthz")).status_code == 200
+
+
+class _Stuck(trioqueue.MemoryBackend):
+    """A backend whose enqueue never returns (a stand-in for a hung store)."""
+
+    async def add(self, job: trioqueue.NewJob, mode: trioqueue.AddMode) -> trioqueue.Receipt:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_request_past_its_timeout_is_503_and_stores_nothing():
+    backend = _Stuck(10)
+    async with served(create_app(backend, request_timeout=0.2)) as http:
+        late = await http.post("/jobs", json={"id": "e1", "payload": 1})
+        assert late.status_code == 503
+        assert late.json()["error"] == "timeout"
+        assert late.headers["retry-after"] == "1"
+    assert await backend.status("e1") is None
+
+
+def test_limits_must_be_positive():
+    with pytest.raises(trioqueue.ConfigurationError, match="max_body"):
+        create_app(trioqueue.MemoryBackend(1), max_body=0)

@@ -1,0 +1,130 @@
+"""``trioqueue serve``: the HTTP ingest service, and with ``--handler`` its workers too.
+
+Seed 003's whole service in one command: HTTP → ingest → store → workers, with
+the sweeper. The backend is in memory (one process) unless ``--redis`` names a
+queue. SIGTERM or SIGINT stops accepting connections and lets requests in flight
+finish; then the pool (if any) stops: on Redis with ``--grace`` for running
+handlers, every unfinished job going back on the queue; in memory it is given
+``--grace`` seconds to finish every job accepted, and what is left is lost with
+the process (said in the log, with the count).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from typing import TYPE_CHECKING, Any, cast
+
+import trio
+
+from ._backends._memory import MemoryBackend
+from ._cli_args import UsageError, load_handler, redis_backend
+from ._pool import open_worker_pool
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ._backend import Backend
+    from ._pool import Handler, WorkerPool
+
+__all__ = ["run_serve"]
+
+logger = logging.getLogger("trioqueue.serve")
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    """Serve until a signal; return the exit status (0, or 3 if work was cut short)."""
+    try:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve
+
+        from .http import create_app
+    except ImportError:
+        raise UsageError(
+            "trioqueue serve needs the http extra: pip install '.[http]' in the trioqueue checkout"
+        ) from None
+    handler = load_handler(args.handler) if args.handler else None
+    backend: Backend
+    async with contextlib.AsyncExitStack() as stack:
+        if args.redis is not None:
+            backend = await stack.enter_async_context(redis_backend(args))
+        else:
+            backend = MemoryBackend(args.capacity or 1000)
+        app = create_app(
+            backend,
+            max_body=args.max_body,
+            concurrency=args.concurrency,
+            request_timeout=args.request_timeout,
+        )
+        config = Config()
+        config.bind = [args.bind]
+        config.accesslog = None
+        config.graceful_timeout = args.request_timeout  # requests in flight may finish
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                pool = None
+                if handler is not None:
+                    pool = await nursery.start(_run_pool, backend, handler, args)
+                stop, served = trio.Event(), trio.Event()
+
+                async def server(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                    try:  # Starlette's and Hypercorn's ASGI types differ only in spelling
+                        asgi = cast("Any", app)
+                        await serve(
+                            asgi, config, shutdown_trigger=stop.wait, task_status=task_status
+                        )
+                    finally:
+                        served.set()
+
+                binds = await nursery.start(server)
+                where = "Redis" if args.redis is not None else "memory"
+                print(f"trioqueue serve: listening on {binds[0]} ({where} backend)", flush=True)
+                async for signum in signals:
+                    logger.info(
+                        "%s: no new connections; finishing requests in flight",
+                        signal.Signals(signum).name,
+                    )
+                    break
+                stop.set()
+                await served.wait()
+                status = 0 if pool is None else await _stop_pool(pool, backend, args)
+                nursery.cancel_scope.cancel()
+    return status
+
+
+async def _run_pool(
+    backend: Backend,
+    handler: Handler,
+    args: argparse.Namespace,
+    task_status: trio.TaskStatus[WorkerPool],
+) -> None:
+    async with open_worker_pool(backend, handler, workers=args.workers) as pool:
+        task_status.started(pool)
+        await pool.wait_stopped()
+
+
+async def _stop_pool(pool: WorkerPool, backend: Backend, args: argparse.Namespace) -> int:
+    """Stop the pool after the HTTP side: see the module for what each backend keeps."""
+    if isinstance(backend, MemoryBackend):
+        pool.mark_producer_finished()
+        with trio.move_on_after(args.grace):
+            await pool.wait_stopped()
+        report = await pool.shutdown(0)
+        left = await backend.pending()
+        if left:
+            logger.warning(
+                "%d accepted jobs were not finished within --grace %g s; the memory backend "
+                "keeps nothing past the process, so they are lost (use --redis to keep them)",
+                left,
+                args.grace,
+            )
+        return 0 if not left and report.clean else 3
+    report = await pool.shutdown(args.grace)
+    logger.info(
+        "stopped: %d handlers finished in the grace period, %d cancelled, %d jobs put back",
+        report.finished,
+        report.cancelled,
+        report.released,
+    )
+    return 0 if report.clean else 3

@@ -1,0 +1,132 @@
+"""``POST /jobs`` and ``GET /jobs/{id}``: seed 003's ingest, and a job's record.
+
+An event is stored with `Queue.submit`: it never waits for room and never fails
+for a full queue. A full queue stores it unscheduled (``queued: false``, 202),
+and the sweeper schedules it when room frees: it exists, and is scheduled later.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.responses import JSONResponse
+
+from .._exceptions import BackendUnavailable, IdempotencyConflict
+from ._records import receipt_json, record_json
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from .._queue import Queue
+
+__all__ = ["BodyTooLarge", "error", "get_job", "post_job", "read_body"]
+
+RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
+
+
+class BodyTooLarge(Exception):
+    """The request body is over the service's limit."""
+
+
+def error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
+    """A JSON error response: ``{"error": kind, "message": ...}`` and *extra* fields."""
+    headers = {"Retry-After": RETRY_AFTER} if status == 503 else None
+    return JSONResponse({"error": kind, "message": message, **extra}, status, headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused past *limit* bytes (by its length header or as it comes).
+
+    Raises:
+        BodyTooLarge: The body is longer than *limit*.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    body = bytearray()
+    async with aclosing(request.stream()) as chunks:  # closed when cut short too
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                raise BodyTooLarge
+    return bytes(body)
+
+
+def _job_fields(body: bytes, header_id: str | None) -> tuple[Any, str | None] | JSONResponse:
+    """The payload and id a ``POST /jobs`` body names, or the 400 that says what is wrong."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        return error(400, "bad_json", f'the body is not JSON ({exc}); send {{"payload": ...}}')
+    if not isinstance(document, dict) or "payload" not in document:
+        return error(
+            400,
+            "bad_job",
+            'send a JSON object with a "payload" (any JSON value) and optionally an "id"',
+        )
+    unknown = sorted(set(document) - {"id", "payload"})
+    if unknown:
+        return error(400, "bad_job", f'unknown fields {unknown}: send only "id" and "payload"')
+    job_id = document.get("id")
+    if job_id is not None and not isinstance(job_id, str):
+        return error(400, "bad_id", f'"id" must be a string, not {type(job_id).__name__}')
+    if header_id is not None:
+        if job_id is not None and job_id != header_id:
+            return error(
+                400,
+                "bad_id",
+                f"the Idempotency-Key header ({header_id!r}) and the body's id ({job_id!r}) "
+                "differ: give one of them",
+            )
+        job_id = header_id
+    return document["payload"], job_id
+
+
+async def post_job(request: Request, queue: Queue, max_body: int) -> JSONResponse:
+    """Accept one job (see the module); every status is in the OpenAPI document."""
+    try:
+        body = await read_body(request, max_body)
+    except BodyTooLarge:
+        return error(413, "too_large", f"the body is over {max_body:,} bytes (--max-body)")
+    fields = _job_fields(body, request.headers.get("idempotency-key"))
+    if isinstance(fields, JSONResponse):
+        return fields
+    payload, job_id = fields
+    try:
+        receipt = await queue.submit(payload, id=job_id)
+    except IdempotencyConflict as exc:
+        return error(
+            409,
+            "conflict",
+            str(exc),
+            id=exc.job_id,
+            stored_hash=exc.existing_hash,
+            new_hash=exc.new_hash,
+        )
+    except (TypeError, ValueError) as exc:
+        return error(400, "bad_job", str(exc))
+    except BackendUnavailable as exc:
+        return error(503, "unavailable", f"{exc}; nothing was stored: send it again")
+    if receipt.deduplicated:
+        record = await queue.status(receipt.id)
+        found = record_json(record) if record is not None else receipt_json(receipt)
+        return JSONResponse({**found, "deduplicated": True}, 200)
+    location = {"Location": f"/jobs/{receipt.id}"}
+    return JSONResponse(receipt_json(receipt), 201 if receipt.queued else 202, headers=location)
+
+
+async def get_job(queue: Queue, job_id: str) -> JSONResponse:
+    """The record of *job_id*; 404 when unknown or evicted."""
+    try:
+        record = await queue.status(job_id)
+    except BackendUnavailable as exc:
+        return error(503, "unavailable", str(exc))
+    if record is None:
+        return error(
+            404,
+            "not_found",
+            f"no job {job_id!r}: never enqueued, or finished and forgotten (the retention)",
+        )
+    return JSONResponse(record_json(record))

@@ -1,0 +1,207 @@
+"""The HTTP service's OpenAPI 3.1 document, served at ``/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._payload import MAX_ID_LENGTH
+
+__all__ = ["openapi_document"]
+
+_ERROR: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {
+        "error": {"type": "string", "description": "What kind of error, for programs."},
+        "message": {"type": "string", "description": "What happened and what to do."},
+    },
+}
+_RECEIPT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "deduplicated", "queued"],
+    "properties": {
+        "id": {"type": "string"},
+        "deduplicated": {"type": "boolean"},
+        "queued": {"type": "boolean", "description": "On the ready queue (scheduled)."},
+    },
+}
+_RECORD: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "state", "queued", "attempts", "payload_hash", "created_at"],
+    "properties": {
+        "id": {"type": "string"},
+        "state": {
+            "enum": ["received", "processing", "completed", "failed_retry", "failed", "dropped"]
+        },
+        "queued": {"type": "boolean"},
+        "attempts": {"type": "integer", "minimum": 0},
+        "payload": {},
+        "payload_hash": {"type": "string"},
+        "created_at": {"type": "number"},
+        "updated_at": {"type": "number"},
+        "last_error": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string"},
+                        "message": {"type": "string"},
+                        "traceback": {"type": "string"},
+                    },
+                },
+            ]
+        },
+        "reason": {"type": ["string", "null"]},
+        "deduplicated": {"type": "boolean"},
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+        **extra,
+    }
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json({"$ref": "#/components/schemas/Error"}, description)
+
+
+_UNAVAILABLE = _json(
+    {"$ref": "#/components/schemas/Error"},
+    "The backend cannot be reached, or the request took too long; nothing was stored. "
+    "Send it again after Retry-After seconds (with the same id, it is stored once).",
+    headers={"Retry-After": {"schema": {"type": "string"}}},
+)
+
+
+def openapi_document(max_body: int) -> dict[str, Any]:
+    """The document, with this service's body limit in it."""
+    job_id = {
+        "name": "job_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "trioqueue",
+            "version": "1",
+            "description": "Ingest jobs into a trioqueue backend and look them up.",
+        },
+        "paths": {
+            "/jobs": {
+                "post": {
+                    "summary": "Store a job (idempotent by id)",
+                    "parameters": [
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "required": False,
+                            "description": "The job's id, when the body gives none.",
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                        }
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["payload"],
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "id": {
+                                            "type": "string",
+                                            "minLength": 1,
+                                            "maxLength": MAX_ID_LENGTH,
+                                        },
+                                        "payload": {},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "201": _json(
+                            {"$ref": "#/components/schemas/Receipt"},
+                            "Stored and scheduled (on the ready queue).",
+                            headers={"Location": {"schema": {"type": "string"}}},
+                        ),
+                        "202": _json(
+                            {"$ref": "#/components/schemas/Receipt"},
+                            "Stored but not scheduled: the ready queue is full (queued is "
+                            "false). It exists, and is scheduled as soon as room frees.",
+                            headers={"Location": {"schema": {"type": "string"}}},
+                        ),
+                        "200": _json(
+                            {"$ref": "#/components/schemas/Record"},
+                            "The same id with the same payload exists: its record, "
+                            "deduplicated; nothing new was stored.",
+                        ),
+                        "400": _error("Bad JSON, a bad id or payload; the message says which."),
+                        "409": _json(
+                            {
+                                "allOf": [
+                                    {"$ref": "#/components/schemas/Error"},
+                                    {
+                                        "type": "object",
+                                        "properties": {
+                                            "id": {"type": "string"},
+                                            "stored_hash": {"type": "string"},
+                                            "new_hash": {"type": "string"},
+                                        },
+                                    },
+                                ]
+                            },
+                            "The id exists with another payload; the stored job is unchanged.",
+                        ),
+                        "413": _error(f"The body is over {max_body:,} bytes."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/jobs/{job_id}": {
+                "get": {
+                    "summary": "A job's record",
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Record"}, "The record."),
+                        "404": _error("Never enqueued, or finished and forgotten."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/stats": {
+                "get": {
+                    "summary": "Counters, gauges and latency percentiles",
+                    "responses": {
+                        "200": _json({"type": "object"}, "The metrics snapshot."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "The service is alive",
+                    "responses": {"200": _json({"type": "object"}, "Alive.")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "The backend answers",
+                    "responses": {
+                        "200": _json({"type": "object"}, "Ready."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+        },
+        "components": {
+            "schemas": {"Error": _ERROR, "Receipt": _RECEIPT, "Record": _RECORD},
+        },
+    }
