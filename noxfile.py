@@ -114,6 +114,18 @@ def chaos_outage(session: nox.Session) -> None:
 
 
 @nox.session
+def browser(session: nox.Session) -> None:
+    """The dashboard in a real browser: Debian's chromium and chromium-driver, with Selenium.
+
+    Needs the two apt packages (``.ci/run`` installs them); saves docs/dashboard.png.
+    """
+    session.install(".[http,cli]")
+    install_group(session, "test")
+    install_group(session, "browser")
+    session.run("pytest", "browser_tests", *session.posargs)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """trioqueue's own benchmarks, each against its floor, measured side by side in one run.
 
@@ -122,8 +134,8 @@ def bench(session: nox.Session) -> None:
     capacity. Writes benchmarks/results/bench.{json,md} and the plot. About 10 minutes;
     ``nox -s bench -- --quick`` checks the script in one.
     """
-    session.install(".[redis,cli]")
-    install_group(session, "test")  # the private Redis server the tests use
+    session.install(".[redis,cli,http]")
+    install_group(session, "test")  # the private Redis server the tests use, and httpx
     install_group(session, "bench")
     session.run("python", "benchmarks/bench.py", *session.posargs)
 

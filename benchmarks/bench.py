@@ -13,6 +13,8 @@ its range; targets are ratios measured in the same run:
   same adapter as ``peers.py``), against a bare BLMOVE+LREM loop;
 - fail rate 0 / 0.1 / 0.3 × capacity 1 / 16 / 256 on memory and 16 / 256 on
   Redis: throughput and end-to-end latency, retries included (workload 3);
+- the HTTP ingest path: ``POST /jobs`` on ``trioqueue serve`` (memory) against a
+  bare Hypercorn endpoint, 50 clients (``ingest.py``; target ≥ 0.5);
 - one logical queue on a local Redis Cluster of 3 masters: 1 shard against 3
   shards, several worker processes whose handlers make one Redis round trip
   (``shards.py``).
@@ -30,6 +32,7 @@ import sys
 from typing import Any
 
 import failrate_capacity
+import ingest
 import memory_throughput
 import shards
 import trio
@@ -190,6 +193,24 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{_spread_text(row['end_to_end_p50'], 1000, 2)} | "
                 f"{_spread_text(row['end_to_end_p99'], 1000, 2)} | {row['retries']} |"
             )
+    http = data.get("ingest")
+    if http:
+        lines += [
+            "",
+            f"HTTP ingest, {http['requests']:,} `POST /jobs` from {http['clients']} clients "
+            "(httpx, one process), each server a process of its own:",
+            "",
+            "| server | requests/s | p50 ms | p99 ms |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {m['per_second']:,.0f} | {m['p50'] * 1000:.1f} | "
+                f"{m['p99'] * 1000:.1f} |"
+                for name, m in http["median"].items()
+            ),
+            f"| trioqueue serve / floor | {http['ratio_median']:.2f} "
+            f"({http['ratio_range'][0]:.2f}–{http['ratio_range'][1]:.2f}); target ≥ "
+            f"{http['target']} | {'met' if http['met'] else 'missed'} | |",
+        ]
     sharded = data.get("shards")
     if sharded:
         used = ", ".join(
@@ -229,6 +250,7 @@ def main() -> None:
         "rss_jobs": 1_000_000 // scale,
         "sweep_jobs": {"memory": 5_000 // scale, "redis": 2_000 // scale},
         "shard_jobs": 20_000 // scale,
+        "ingest_requests": 5_000 // scale,
     }
     data: dict[str, Any] = {"machine": machine(), "settings": settings}
     data["memory_vs_channel"] = memory_vs_channel(args.rounds, settings["jobs"])
@@ -242,6 +264,7 @@ def main() -> None:
         data["sweep"] = sweep(server.url, args.rounds, settings["sweep_jobs"])
     finally:
         server.close()
+    data["ingest"] = ingest.measure(args.rounds, settings["ingest_requests"])
     data["shards"] = shards.measure(args.rounds, settings["shard_jobs"], processes=3)
     write_results("bench", data, markdown(data))
     sweep_plot(data)

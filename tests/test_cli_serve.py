@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import signal
 import socket
@@ -10,6 +11,13 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import httpx
+import trio
+
+import trioqueue
+
+from .http_server import UNREAD_BODY
 
 HERE = Path(__file__).resolve().parent
 
@@ -82,3 +90,50 @@ def test_serve_without_a_redis_url_never_reads_one_from_the_environment(monkeypa
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
     assert process.returncode == 0
+
+
+@UNREAD_BODY
+async def test_sigterm_under_load_on_redis_loses_no_accepted_job(redis_server):
+    """20 clients post while the service's pool runs slow jobs; SIGTERM comes mid-load.
+    Every job answered 201 or 202 is completed or back on the Redis queue."""
+    queue = "{serve-" + str(free_port()) + "}"
+    process, base = start(
+        "--redis", redis_server.url, "--queue", queue, "--handler", "cli_handlers:brief",
+        "--grace", "0.2",
+    )  # fmt: skip
+    accepted: set[str] = set()
+    enough = trio.Event()  # 200 accepted: the time for SIGTERM
+    counter = iter(range(1_000_000))
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+
+            async def client() -> None:
+                while True:
+                    job_id = f"j{next(counter)}"
+                    try:
+                        reply = await http.post("/jobs", json={"id": job_id, "payload": 1})
+                    except httpx.TransportError:
+                        return  # the service stopped accepting
+                    if reply.status_code in (201, 202):
+                        accepted.add(job_id)
+                        if len(accepted) >= 200:
+                            enough.set()
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(client)
+                await enough.wait()
+                process.send_signal(signal.SIGTERM)
+    finally:
+        _, err = await trio.to_thread.run_sync(lambda: process.communicate(timeout=60))
+    assert process.returncode in (0, 3), err  # 3: handlers were cut short, jobs put back
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue) as backend:
+        records = {job_id: await backend.status(job_id) for job_id in accepted}
+        assert all(record is not None for record in records.values())
+        states = collections.Counter(r.state for r in records.values() if r is not None)
+        done = states[trioqueue.JobState.COMPLETED]
+        waiting = states[trioqueue.JobState.RECEIVED] + states[trioqueue.JobState.FAILED_RETRY]
+        assert done + waiting == len(accepted), states  # none in flight, none lost
+        stats = await backend.stats()
+        assert stats.gauges.inflight == 0
+        assert await backend.pending() == waiting  # back on the queue, not held

@@ -11,7 +11,7 @@ import trio
 import trioqueue
 from trioqueue.http import create_app
 
-from .http_server import served
+from .http_server import UNREAD_BODY, served
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -121,6 +121,7 @@ async def test_bad_input_is_400_saying_what_is_wrong_and_stores_nothing(backend,
     assert (await backend.stats()).enqueued == 0
 
 
+@UNREAD_BODY
 async def test_a_body_over_max_body_is_413_whether_its_length_is_said_or_not(backend):
     async with served(create_app(backend, max_body=100)) as http:
         big = b'{"payload": "' + b"x" * 200 + b'"}'
@@ -192,3 +193,87 @@ async def test_a_request_past_its_timeout_is_503_and_stores_nothing():
 def test_limits_must_be_positive():
     with pytest.raises(trioqueue.ConfigurationError, match="max_body"):
         create_app(trioqueue.MemoryBackend(1), max_body=0)
+
+
+async def test_a_batch_is_checked_whole_then_stored_with_one_result_per_job(backend):
+    async with served(create_app(backend)) as http:
+        await http.post("/jobs", json={"id": "old", "payload": 1})
+        bad = await http.post(
+            "/jobs/batch", json={"jobs": [{"id": "a", "payload": 1}, {"id": 7, "payload": 2}]}
+        )
+        assert bad.status_code == 400
+        assert "job 1" in bad.json()["message"]
+        assert await backend.status("a") is None  # nothing of a bad batch is stored
+        done = await http.post(
+            "/jobs/batch",
+            json={
+                "jobs": [
+                    {"id": "a", "payload": 1},  # new: the queue has room for one more
+                    {"id": "old", "payload": 1},  # the same again
+                    {"id": "old", "payload": 2},  # another payload
+                    {"id": "b", "payload": 3},  # new, past the capacity of 2
+                ]
+            },
+        )
+        assert done.status_code == 200
+        results = done.json()["results"]
+        assert [(r["id"], r["status"]) for r in results] == [
+            ("a", 201),
+            ("old", 200),
+            ("old", 409),
+            ("b", 202),
+        ]
+        assert results[2]["stored_hash"] != results[2]["new_hash"]
+
+
+async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
+    """Make *count* dead letters d0, d1, ...: one attempt each, failing."""
+    await trioqueue.Queue(backend).enqueue_many(
+        list(range(count)), ids=[f"d{n}" for n in range(count)]
+    )
+
+    async def failing(job: trioqueue.Job) -> None:
+        raise RuntimeError("broken on purpose")
+
+    policy = trioqueue.RetryPolicy(max_attempts=1)
+    async with trioqueue.open_worker_pool(backend, failing, retry=policy):
+        pass
+
+
+async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(backend):
+    await _dead_letters(backend, 2)
+    async with served(create_app(backend)) as http:  # no token: changes are off
+        listed = (await http.get("/dead")).json()["dead"]
+        assert sorted(record["id"] for record in listed) == ["d0", "d1"]
+        assert listed[0]["last_error"]["type"] == "RuntimeError"
+        off = await http.post("/dead/d0/requeue")
+        assert off.status_code == 403
+        assert "--admin-token" in off.json()["message"]
+    secret = {"Authorization": "Bearer s3cret"}
+    async with served(create_app(backend, admin_token="s3cret")) as http:
+        assert (await http.post("/dead/d0/requeue")).status_code == 401
+        wrong = await http.post("/dead/d0/requeue", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        requeued = await http.post("/dead/d0/requeue", headers=secret)
+        assert (requeued.status_code, requeued.json()["state"]) == (200, "received")
+        assert (await http.post("/dead/d0/requeue", headers=secret)).status_code == 404
+        assert (await http.delete("/dead/d1", headers=secret)).json() == {"purged": 1}
+        assert (await http.delete("/dead/d1", headers=secret)).status_code == 404
+    await _dead_letters(backend, 0)  # d0 runs again, and fails again
+    async with served(create_app(backend, admin_token="s3cret")) as http:
+        assert (await http.post("/dead/requeue", headers=secret)).json() == {"requeued": ["d0"]}
+        assert (await http.delete("/dead", headers=secret)).json() == {"purged": 0}
+
+
+async def test_metrics_are_the_workers_names_in_the_prometheus_format(backend):
+    async with served(create_app(backend, name="mail")) as http:
+        await http.post("/jobs", json={"payload": 1})
+        text = (await http.get("/metrics")).text
+        assert 'trioqueue_queue_enqueued{queue="mail"} 1.0' in text
+        assert "trioqueue_worker_processed_total" in text
+        assert "trioqueue_worker_end_to_end_seconds_bucket" in text
+
+
+def test_an_empty_admin_token_is_refused():
+    with pytest.raises(trioqueue.ConfigurationError, match="admin_token"):
+        create_app(trioqueue.MemoryBackend(1), admin_token=" ")

@@ -309,6 +309,12 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     serve.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
     serve.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=RetryPolicy().max_attempts,
+        help="attempts per job before it becomes a dead letter (the RetryPolicy's)",
+    )
+    serve.add_argument(
         "--grace", type=non_negative, default=30.0, help="seconds running jobs get to finish"
     )
     serve.add_argument(
@@ -319,6 +325,12 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     serve.add_argument(
         "--request-timeout", type=seconds, default=10.0, help="seconds one request may take"
+    )
+    serve.add_argument(
+        "--admin-token",
+        metavar="TOKEN",
+        help="the bearer token that requeueing and purging dead letters need (default: "
+        "$TRIOQUEUE_ADMIN_TOKEN, which `ps` does not show; without either they are off)",
     )
     # not from the environment: as for demo, a variable exported for the other commands
     # must not turn a service in memory into one on that Redis

@@ -6,7 +6,6 @@ enqueues nothing half-way.
 
 from __future__ import annotations
 
-import datetime
 import json
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -19,6 +18,7 @@ from ._cli_args import NotThere, UsageError, printable, redis_backend
 from ._exceptions import IdempotencyConflict, JobNotFound, QueueFull
 from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
+from ._record_json import record_json
 from ._records import JobState
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ._backends._redis import RedisBackend
     from ._backends._sharded import ShardedBackend
     from ._metrics import MetricsSnapshot
-    from ._records import JobRecord
 
 __all__ = ["run_dead", "run_enqueue", "run_stats"]
 
@@ -290,29 +289,6 @@ def _stats_text(
 # --- dead letters ---------------------------------------------------------------------
 
 
-def _record_json(record: JobRecord) -> dict[str, Any]:
-    r"""A record as JSON: times in ISO 8601 (UTC), and bytes that never decoded escaped.
-
-    A record another client pushed that is not JSON has bytes for a payload: it
-    shows as ``"payload": null`` with ``"payload_raw"``, the bytes as text with
-    every byte that is not UTF-8 escaped (``\\xff``).
-    """
-    data = attrs.asdict(record)
-    data["state"] = record.state.value
-    for name in ("created_at", "updated_at"):
-        data[name] = _iso(data[name])
-    if isinstance(record.payload, bytes):
-        data["payload"] = None
-        data["payload_raw"] = record.payload.decode("utf-8", "backslashreplace")
-    return data
-
-
-def _iso(seconds: float) -> str:
-    """Seconds since the epoch as ISO 8601 in UTC, to the millisecond."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 async def run_dead(args: argparse.Namespace) -> int:
     """List, show, requeue or purge dead letters."""
     if args.action == "list" and (args.job_id is not None or args.all):
@@ -338,7 +314,7 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend | Sharded
             print(f"trioqueue dead: no dead letters in {printable(args.queue)}", file=sys.stderr)
         for record in records:
             if args.json:
-                print(json.dumps(_record_json(record)))
+                print(json.dumps(record_json(record)))
             else:
                 error = (
                     f"{record.last_error.type}: {record.last_error.message}"
@@ -352,7 +328,7 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend | Sharded
         found = await queue.status(args.job_id)
         if found is None or found.state is not JobState.FAILED:
             raise JobNotFound(args.job_id, "dead letters")
-        print(json.dumps(_record_json(found), indent=2))
+        print(json.dumps(record_json(found), indent=2))
         return 0
     if args.action == "requeue":
         ids = [r.id for r in await queue.dead_letters()] if args.all else [args.job_id]

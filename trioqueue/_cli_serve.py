@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +22,7 @@ import trio
 from ._backends._memory import MemoryBackend
 from ._cli_args import UsageError, load_handler, redis_backend
 from ._pool import open_worker_pool
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     import argparse
@@ -28,7 +30,10 @@ if TYPE_CHECKING:
     from ._backend import Backend
     from ._pool import Handler, WorkerPool
 
-__all__ = ["run_serve"]
+__all__ = ["ADMIN_TOKEN_ENV", "run_serve"]
+
+ADMIN_TOKEN_ENV = "TRIOQUEUE_ADMIN_TOKEN"
+"""The environment variable ``trioqueue serve`` takes its admin token from."""
 
 logger = logging.getLogger("trioqueue.serve")
 
@@ -56,6 +61,8 @@ async def run_serve(args: argparse.Namespace) -> int:
             max_body=args.max_body,
             concurrency=args.concurrency,
             request_timeout=args.request_timeout,
+            admin_token=args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None,
+            name=args.queue or "memory",
         )
         config = Config()
         config.bind = [args.bind]
@@ -99,7 +106,8 @@ async def _run_pool(
     args: argparse.Namespace,
     task_status: trio.TaskStatus[WorkerPool],
 ) -> None:
-    async with open_worker_pool(backend, handler, workers=args.workers) as pool:
+    retry = RetryPolicy(max_attempts=args.max_attempts)
+    async with open_worker_pool(backend, handler, workers=args.workers, retry=retry) as pool:
         task_status.started(pool)
         await pool.wait_stopped()
 

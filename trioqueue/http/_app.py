@@ -7,18 +7,23 @@ any Trio ASGI server.
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._queue import Queue
+from ._batch import post_batch
+from ._dead import DeadLetters
 from ._jobs import error, get_job, post_job
 from ._limits import Limits
+from ._metrics import metrics_endpoint
 from ._openapi import openapi_document
 
 if TYPE_CHECKING:
@@ -39,6 +44,8 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     concurrency: int = 64,
     request_timeout: float = 10.0,
+    admin_token: str | None = None,
+    name: str = "jobs",
 ) -> ASGIApp:
     """The HTTP service for *backend*, as an ASGI app to serve or embed.
 
@@ -52,21 +59,34 @@ def create_app(
         concurrency: Requests served at once; more wait for a place.
         request_timeout: Seconds one request may take, its wait for a place
             included; past it the answer is 503 with ``Retry-After``.
+        admin_token: The bearer token that requeueing and purging dead letters
+            need; None turns those endpoints off (403).
+        name: The queue's name in ``/metrics`` (its ``queue`` label).
 
     Raises:
-        ConfigurationError: A limit is not a positive number.
+        ConfigurationError: A limit is not a positive number, or the token is empty.
     """
-    for name, value in (
+    if admin_token is not None and not admin_token.strip():
+        raise ConfigurationError(
+            "create_app(admin_token=''): give a token (a long random string), or None to "
+            "keep requeueing and purging off"
+        )
+    for limit, value in (
         ("max_body", max_body),
         ("concurrency", concurrency),
         ("request_timeout", request_timeout),
     ):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ConfigurationError(f"create_app({name}={value!r}): use a number > 0")
+            raise ConfigurationError(f"create_app({limit}={value!r}): use a number > 0")
     queue = Queue(backend)
+
+    dead = DeadLetters(queue, admin_token)
 
     async def jobs(request: Request) -> JSONResponse:
         return await post_job(request, queue, max_body)
+
+    async def batch(request: Request) -> JSONResponse:
+        return await post_batch(request, queue, max_body)
 
     async def job(request: Request) -> JSONResponse:
         return await get_job(queue, request.path_params["job_id"])
@@ -91,18 +111,39 @@ def create_app(
         return error(503, "unavailable", f"the backend did not answer within {_READY_WITHIN:g} s")
 
     document = openapi_document(max_body)
+    page = resources.files(__package__).joinpath("dashboard.html").read_text(encoding="utf-8")
+
+    async def dashboard(request: Request) -> HTMLResponse:
+        return HTMLResponse(page)
 
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(document)
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        # the router's own answers (no such path, a method not allowed) in JSON too
+        assert isinstance(exc, HTTPException)
+        return JSONResponse(
+            {"error": "http", "message": f"{exc.detail} ({request.method} {request.url.path})"},
+            exc.status_code,
+            headers=exc.headers,
+        )
+
     app = Starlette(
+        exception_handlers={HTTPException: http_error},
         routes=[
+            Route("/", dashboard, methods=["GET"]),
             Route("/jobs", jobs, methods=["POST"]),
+            Route("/jobs/batch", batch, methods=["POST"]),
             Route("/jobs/{job_id:path}", job, methods=["GET"]),
+            Route("/dead", dead.list_or_purge_all, methods=["GET", "DELETE"]),
+            Route("/dead/requeue", dead.requeue_all, methods=["POST"]),
+            Route("/dead/{job_id:path}/requeue", dead.requeue, methods=["POST"]),
+            Route("/dead/{job_id:path}", dead.purge, methods=["DELETE"]),
+            Route("/metrics", metrics_endpoint(backend, name), methods=["GET"]),
             Route("/stats", stats, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
-        ]
+        ],
     )
     return Limits(app, concurrency=int(concurrency), timeout=float(request_timeout))

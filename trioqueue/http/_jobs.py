@@ -14,16 +14,22 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.responses import JSONResponse
 
 from .._exceptions import BackendUnavailable, IdempotencyConflict
-from ._records import receipt_json, record_json
+from .._record_json import record_json
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+    from .._backend import Receipt
     from .._queue import Queue
 
 __all__ = ["BodyTooLarge", "error", "get_job", "post_job", "read_body"]
 
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
+
+
+def receipt_json(receipt: Receipt) -> dict[str, Any]:
+    """What an enqueue did, as JSON."""
+    return {"id": receipt.id, "deduplicated": receipt.deduplicated, "queued": receipt.queued}
 
 
 class BodyTooLarge(Exception):

@@ -37,8 +37,12 @@ _RECORD: dict[str, Any] = {
         "attempts": {"type": "integer", "minimum": 0},
         "payload": {},
         "payload_hash": {"type": "string"},
-        "created_at": {"type": "number"},
-        "updated_at": {"type": "number"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "updated_at": {"type": "string", "format": "date-time"},
+        "payload_raw": {
+            "type": "string",
+            "description": "Bytes another program stored that are not JSON (payload is null).",
+        },
         "last_error": {
             "oneOf": [
                 {"type": "null"},
@@ -69,6 +73,25 @@ def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, A
 def _error(description: str) -> dict[str, Any]:
     return _json({"$ref": "#/components/schemas/Error"}, description)
 
+
+_NEW_JOB: dict[str, Any] = {
+    "type": "object",
+    "required": ["payload"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_ID_LENGTH,
+            "description": "The job's id, for idempotent ingest; null or absent for a fresh one.",
+        },
+        "payload": {"description": "Any JSON value."},
+    },
+}
+_ADMIN: dict[str, Any] = {
+    "401": _error("No admin token, or the wrong one."),
+    "403": _error("The service was started without an admin token: this is off."),
+}
 
 _UNAVAILABLE = _json(
     {"$ref": "#/components/schemas/Error"},
@@ -109,21 +132,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "requestBody": {
                         "required": True,
                         "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["payload"],
-                                    "additionalProperties": False,
-                                    "properties": {
-                                        "id": {
-                                            "type": "string",
-                                            "minLength": 1,
-                                            "maxLength": MAX_ID_LENGTH,
-                                        },
-                                        "payload": {},
-                                    },
-                                }
-                            }
+                            "application/json": {"schema": {"$ref": "#/components/schemas/NewJob"}}
                         },
                     },
                     "responses": {
@@ -165,6 +174,144 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     },
                 }
             },
+            "/jobs/batch": {
+                "post": {
+                    "summary": "Store many jobs; all are checked before any is stored",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["jobs"],
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "jobs": {
+                                            "type": "array",
+                                            "minItems": 1,
+                                            "maxItems": 10_000,
+                                            "items": {"$ref": "#/components/schemas/NewJob"},
+                                        }
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "results": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["status", "id"],
+                                            "properties": {
+                                                "status": {"enum": [200, 201, 202, 409, 503]},
+                                                "id": {"type": "string"},
+                                            },
+                                        },
+                                    }
+                                },
+                            },
+                            "One result per job, in order, each with the status POST /jobs "
+                            "would have answered.",
+                        ),
+                        "400": _error("A bad job (its place is named); nothing was stored."),
+                        "413": _error(f"The body is over {max_body:,} bytes."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/dead": {
+                "get": {
+                    "summary": "The dead letters, oldest first",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "dead": {
+                                        "type": "array",
+                                        "items": {"$ref": "#/components/schemas/Record"},
+                                    }
+                                },
+                            },
+                            "The dead letters.",
+                        ),
+                        "503": _UNAVAILABLE,
+                    },
+                },
+                "delete": {
+                    "summary": "Forget every dead letter (admin token)",
+                    "security": [{"admin": []}],
+                    "responses": {
+                        "200": _json({"type": "object"}, "How many were forgotten."),
+                        **_ADMIN,
+                        "503": _UNAVAILABLE,
+                    },
+                },
+            },
+            "/dead/requeue": {
+                "post": {
+                    "summary": "Put every dead letter back (admin token)",
+                    "security": [{"admin": []}],
+                    "responses": {
+                        "200": _json({"type": "object"}, "The ids requeued."),
+                        **_ADMIN,
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/dead/{job_id}/requeue": {
+                "post": {
+                    "summary": "Put one dead letter back with fresh attempts (admin token)",
+                    "security": [{"admin": []}],
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Record"}, "As requeued."),
+                        **_ADMIN,
+                        "404": _error("Not a dead letter."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/dead/{job_id}": {
+                "delete": {
+                    "summary": "Forget one dead letter (admin token)",
+                    "security": [{"admin": []}],
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": _json({"type": "object"}, "Forgotten."),
+                        **_ADMIN,
+                        "404": _error("Not a dead letter."),
+                        "503": _UNAVAILABLE,
+                    },
+                }
+            },
+            "/": {
+                "get": {
+                    "summary": "The dashboard: one page, live",
+                    "responses": {
+                        "200": {
+                            "description": "The page.",
+                            "content": {"text/html": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics (the worker's names: docs/metrics.md)",
+                    "responses": {
+                        "200": {
+                            "description": "The text exposition format.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
             "/jobs/{job_id}": {
                 "get": {
                     "summary": "A job's record",
@@ -202,6 +349,12 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": {"Error": _ERROR, "Receipt": _RECEIPT, "Record": _RECORD},
+            "schemas": {
+                "Error": _ERROR,
+                "Receipt": _RECEIPT,
+                "Record": _RECORD,
+                "NewJob": _NEW_JOB,
+            },
+            "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
         },
     }

@@ -1,0 +1,144 @@
+"""The dashboard in a real browser: Debian's chromium and chromium-driver, driven by Selenium.
+
+``nox -s browser`` runs this (``.ci/run`` installs the two packages first). The
+service runs as a user runs it, ``trioqueue serve --handler``, on a free port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+HERE = Path(__file__).resolve().parent
+SCREENSHOT = HERE.parent / "docs" / "dashboard.png"
+TOKEN = "browser-test-token"
+WAIT = 20.0  # seconds for the page to show what the test waits for
+
+
+def _binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name) or (name if Path(name).exists() else None)
+        if found:
+            return found
+    pytest.fail(  # never a skip: CI must have the browser (apt: chromium chromium-driver)
+        f"none of {names} is installed: apt-get install chromium chromium-driver"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def service() -> Iterator[str]:
+    """``trioqueue serve`` with a handler that fails each job's first attempt only."""
+    port = _free_port()
+    handler = "dashboard_handlers:fails_once_when_asked"
+    command = [sys.executable, "-m", "trioqueue", "serve", "--bind", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(
+        [*command, "--handler", handler, "--max-attempts", "1"],
+        cwd=HERE,
+        env={**os.environ, "TRIOQUEUE_ADMIN_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("trioqueue serve: listening on"), (
+        process.stderr.read() if process.stderr else ""
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = _binary("chromium", "/usr/bin/chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1280,900"):  # fmt: skip
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(executable_path=_binary("chromedriver", "/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _post(base: str, body: dict[str, object]) -> int:
+    request = urllib.request.Request(
+        base + "jobs", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return int(reply.status)
+
+
+def _points(browser: webdriver.Chrome) -> int:
+    line = browser.find_element(By.CSS_SELECTOR, "#chart polyline")
+    return len((line.get_attribute("points") or "").split())
+
+
+def _text(browser: webdriver.Chrome, element_id: str) -> str:
+    return str(browser.find_element(By.ID, element_id).text)
+
+
+def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, browser):
+    browser.get(service)
+    wait = WebDriverWait(browser, WAIT)
+    wait.until(lambda b: _text(b, "status").startswith("live"))
+    assert _text(browser, "c-succeeded") == "0"
+
+    for n in range(20):  # the numbers change while jobs flow
+        assert _post(service, {"id": f"ok-{n}", "payload": {"n": n}}) == 201
+    wait.until(lambda b: _text(b, "c-succeeded") == "20")
+
+    # a dead letter (its one attempt fails), then requeued from the page with the token
+    assert _post(service, {"id": "poison", "payload": {"fail": True}}) == 201
+    wait.until(lambda b: _text(b, "g-dead") == "1")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "button[data-requeue='poison']"))
+    token = browser.find_element(By.ID, "token")
+    token.send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "button[data-requeue='poison']").click()
+    wait.until(lambda b: _text(b, "dead-message") == "poison requeued")
+    wait.until(lambda b: _text(b, "g-dead") == "0")
+    wait.until(lambda b: _text(b, "c-succeeded") == "21")  # it ran again, and passed
+
+    # a job found by its id
+    browser.find_element(By.ID, "job-id").send_keys("poison")
+    browser.find_element(By.CSS_SELECTOR, "#lookup button").click()
+    wait.until(lambda b: '"state": "completed"' in _text(b, "job"))
+
+    # a few polls, so that the chart has lines to show in the screenshot
+    wait.until(
+        lambda b: (
+            b.find_element(By.CSS_SELECTOR, "#chart polyline").get_attribute("points").count(" ")
+            >= 4
+        )
+    )
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOT))
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []

@@ -1,0 +1,92 @@
+"""``POST /jobs/batch``: many jobs in one request, all checked before any is stored.
+
+The body is ``{"jobs": [{"id": ..., "payload": ...}, ...]}``. Every job is checked
+first (the same checks as ``POST /jobs``); one bad job refuses the whole batch
+with 400, naming its place, and stores nothing. Then they are stored with
+`Queue.submit_many`, one result per job, in order, each with the status a single
+``POST /jobs`` would have answered (201, 202, 200 or 409).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.responses import JSONResponse
+
+from .._backend import Receipt
+from .._exceptions import BackendUnavailable, IdempotencyConflict
+from ._jobs import BodyTooLarge, error, read_body, receipt_json
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from .._queue import Queue
+
+__all__ = ["MAX_BATCH", "post_batch"]
+
+MAX_BATCH: Final = 10_000
+"""The most jobs one batch request may hold."""
+
+
+def _checked(document: Any) -> tuple[list[Any], list[str | None]] | JSONResponse:
+    """The payloads and ids of a batch body, or the 400 naming the first bad job."""
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    if not isinstance(jobs, list) or set(document) != {"jobs"}:
+        return error(400, "bad_batch", 'send {"jobs": [{"id": ..., "payload": ...}, ...]}')
+    if not 1 <= len(jobs) <= MAX_BATCH:
+        return error(400, "bad_batch", f"send 1 to {MAX_BATCH:,} jobs per batch, not {len(jobs):,}")
+    payloads: list[Any] = []
+    ids: list[str | None] = []
+    for place, job in enumerate(jobs):
+        if not isinstance(job, dict) or "payload" not in job or set(job) - {"id", "payload"}:
+            return error(
+                400, "bad_job", f'job {place}: send an object with "payload" and optionally "id"'
+            )
+        job_id = job.get("id")
+        if job_id is not None and not isinstance(job_id, str):
+            return error(400, "bad_id", f'job {place}: "id" must be a string')
+        payloads.append(job["payload"])
+        ids.append(job_id)
+    return payloads, ids
+
+
+async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONResponse:
+    """Store a batch (see the module); ``{"results": [...]}`` in the jobs' order."""
+    try:
+        body = await read_body(request, max_body)
+    except BodyTooLarge:
+        return error(413, "too_large", f"the body is over {max_body:,} bytes (--max-body)")
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        return error(400, "bad_json", f"the body is not JSON ({exc})")
+    checked = _checked(document)
+    if isinstance(checked, JSONResponse):
+        return checked
+    payloads, ids = checked
+    try:
+        results = await queue.submit_many(payloads, ids=ids)
+    except (TypeError, ValueError) as exc:  # the library's checks name the job's place
+        return error(400, "bad_job", str(exc))
+    except BackendUnavailable as exc:
+        return error(
+            503, "unavailable", f"{exc}; some jobs may be stored: send the batch again with ids"
+        )
+    answers: list[dict[str, Any]] = []
+    for result in results:
+        if isinstance(result, IdempotencyConflict):
+            answers.append(
+                {
+                    "status": 409,
+                    "id": result.job_id,
+                    "stored_hash": result.existing_hash,
+                    "new_hash": result.new_hash,
+                }
+            )
+        elif isinstance(result, Receipt):
+            status = 200 if result.deduplicated else 201 if result.queued else 202
+            answers.append({"status": status, **receipt_json(result)})
+        else:  # QueueFull: submit never meets one, but say so if a backend did
+            answers.append({"status": 503, "error": "full", "message": str(result)})
+    return JSONResponse({"results": answers})

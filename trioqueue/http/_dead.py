@@ -1,0 +1,123 @@
+"""The dead-letter endpoints, and the admin token that guards what changes a queue.
+
+``GET /dead`` lists them (read-only, open). Requeueing and purging change the
+queue, so they need ``Authorization: Bearer <token>`` with the token the service
+was started with (``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a service
+started without one has them off (403, saying how to turn them on).
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING
+
+from starlette.responses import JSONResponse
+
+from .._exceptions import BackendUnavailable, JobNotFound
+from .._record_json import record_json
+from ._jobs import error
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from .._queue import Queue
+
+__all__ = ["DeadLetters"]
+
+
+class DeadLetters:
+    """The handlers of the dead-letter endpoints, for one queue and one admin token."""
+
+    def __init__(self, queue: Queue, admin_token: str | None) -> None:
+        self._queue = queue
+        self._token = admin_token
+
+    def _refused(self, request: Request) -> JSONResponse | None:
+        """The 403 or 401 for a request without the right token; None if it may go on."""
+        if self._token is None:
+            return error(
+                403,
+                "admin_off",
+                "requeueing and purging are off: start the service with --admin-token "
+                "(or TRIOQUEUE_ADMIN_TOKEN) and send it as Authorization: Bearer <token>",
+            )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.encode(), self._token.encode()
+        ):
+            return JSONResponse(
+                {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
+                401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return None
+
+    async def list_or_purge_all(self, request: Request) -> JSONResponse:
+        """``/dead``: GET lists, DELETE purges (one route: its ``Allow`` names both)."""
+        if request.method == "DELETE":
+            return await self.purge_all(request)
+        return await self.list(request)
+
+    async def list(self, request: Request) -> JSONResponse:
+        """``GET /dead``: every dead letter, oldest first."""
+        try:
+            records = await self._queue.dead_letters()
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", str(exc))
+        return JSONResponse({"dead": [record_json(record) for record in records]})
+
+    async def requeue(self, request: Request) -> JSONResponse:
+        """``POST /dead/{id}/requeue``: one dead letter back with fresh attempts."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job_id = request.path_params["job_id"]
+        try:
+            record = await self._queue.requeue_dead(job_id)
+        except JobNotFound as exc:
+            return error(404, "not_found", str(exc))
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", str(exc))
+        return JSONResponse(record_json(record))
+
+    async def requeue_all(self, request: Request) -> JSONResponse:
+        """``POST /dead/requeue``: every dead letter back; the ids requeued."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        requeued: list[str] = []
+        try:
+            for record in await self._queue.dead_letters():
+                try:
+                    await self._queue.requeue_dead(record.id)
+                except JobNotFound:  # purged or requeued by someone else meanwhile
+                    continue
+                requeued.append(record.id)
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", f"{exc}; requeued so far: {requeued}")
+        return JSONResponse({"requeued": requeued})
+
+    async def purge(self, request: Request) -> JSONResponse:
+        """``DELETE /dead/{id}``: forget one dead letter."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job_id = request.path_params["job_id"]
+        try:
+            purged = await self._queue.purge_dead(job_id)
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", str(exc))
+        if not purged:
+            return error(404, "not_found", f"{job_id!r} is not a dead letter")
+        return JSONResponse({"purged": purged})
+
+    async def purge_all(self, request: Request) -> JSONResponse:
+        """``DELETE /dead``: forget every dead letter; how many."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        try:
+            purged = await self._queue.purge_dead()
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", str(exc))
+        return JSONResponse({"purged": purged})
