@@ -277,3 +277,17 @@ async def test_metrics_are_the_workers_names_in_the_prometheus_format(backend):
 def test_an_empty_admin_token_is_refused():
     with pytest.raises(trioqueue.ConfigurationError, match="admin_token"):
         create_app(trioqueue.MemoryBackend(1), admin_token=" ")
+
+
+async def test_any_unicode_round_trips_and_a_lone_surrogate_is_400(backend):
+    async with served(create_app(backend)) as http:
+        # a character outside the BMP in the id (%-encoded in Location)
+        body = b'{"id": "WE\\u00ae\\udaca\\ude7f]", "payload": ["\\u00e9"]}'
+        made = await http.post("/jobs", content=body)
+        assert made.status_code == 201
+        assert (await http.get(made.headers["location"])).json()["payload"] == ["\u00e9"]
+        # half of a character: JSON allows it, UTF-8 cannot store it
+        for lone in (b'{"id": "a\\ud800", "payload": 1}', b'{"payload": ["\\ud800"]}'):
+            refused = await http.post("/jobs", content=lone)
+            assert refused.status_code == 400
+            assert "lone surrogate" in refused.json()["message"]

@@ -55,6 +55,7 @@ TIERS = {
     "http._jobs": 4,
     "http._limits": 4,
     "http._openapi": 1,
+    "http._json": 1,
     "http._batch": 4,
     "http._dead": 4,
     "http._metrics": 4,

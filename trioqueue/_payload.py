@@ -57,7 +57,7 @@ def canonical_json(payload: Any) -> bytes:
     Raises:
         TypeError: *payload* is not JSON-serialisable (sets, bytes, objects, NaN),
             naming the offending type and what to send instead.
-        ValueError: *payload* nests deeper than `MAX_DEPTH`.
+        ValueError: *payload* nests deeper than `MAX_DEPTH`, or holds a lone surrogate.
     """
     if isinstance(payload, dict | list):
         _check_depth(payload)
@@ -70,7 +70,14 @@ def canonical_json(payload: Any) -> bytes:
             f"the job payload must be JSON-serialisable (dict, list, str, int, float, bool, "
             f"None), finite numbers only; {exc}. Convert it, e.g. to a dict of plain values"
         ) from None
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "the job payload holds a lone surrogate (half of a character, such as \\ud800 "
+            "in JSON), which is not text UTF-8 can store; fix what made it, or send bytes "
+            "as base64"
+        ) from None
 
 
 def decode_payload(encoded: bytes) -> Any:

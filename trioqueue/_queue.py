@@ -28,6 +28,11 @@ def prepare(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) ->
             f"a job id must be 1 to {MAX_ID_LENGTH} characters long, got {len(job_id)}; "
             "leave id=None for a fresh one"
         )
+    elif not job_id.isascii() and not _is_unicode_text(job_id):
+        raise ValueError(
+            f"a job id must be text that UTF-8 can encode; {job_id!r} holds a lone surrogate "
+            "(half of a character): fix what made it, or leave id=None for a fresh one"
+        )
     encoded = canonical_json(payload)
     if len(encoded) > max_payload:
         raise ValueError(
@@ -36,6 +41,15 @@ def prepare(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) ->
             "or give the Queue a larger max_payload"
         )
     return NewJob(id=job_id, encoded=encoded, payload_hash=payload_hash(encoded))
+
+
+def _is_unicode_text(text: str) -> bool:
+    """Whether *text* encodes as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @final

@@ -186,3 +186,15 @@ class TestDepth:
     def test_a_payload_deeper_than_pythons_stack_is_refused_not_a_recursion_error(self):
         with pytest.raises(ValueError, match="levels deep"):
             canonical_json(nested(5_000))
+
+
+def test_a_lone_surrogate_in_a_payload_or_an_id_is_refused_saying_so():
+    from trioqueue._payload import canonical_json
+    from trioqueue._queue import prepare
+
+    half = "\ud800"  # what json.loads makes of "\ud800": half of a character
+    with pytest.raises(ValueError, match="lone surrogate"):
+        canonical_json({"text": half})
+    with pytest.raises(ValueError, match="lone surrogate"):
+        prepare(1, "id-" + half)
+    assert prepare(1, "WE\U000a3e7f").id == "WE\U000a3e7f"  # a whole character is fine

@@ -14,7 +14,7 @@ import attrs
 import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from .._exceptions import BackendUnavailable, ConfigurationError
@@ -22,6 +22,7 @@ from .._queue import Queue
 from ._batch import post_batch
 from ._dead import DeadLetters
 from ._jobs import error, get_job, post_job
+from ._json import JSONResponse
 from ._limits import Limits
 from ._metrics import metrics_endpoint
 from ._openapi import openapi_document

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from starlette.responses import JSONResponse
-
 from .._backend import Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from ._jobs import BodyTooLarge, error, read_body, receipt_json
+from ._json import JSONResponse
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -11,11 +11,10 @@ from __future__ import annotations
 import hmac
 from typing import TYPE_CHECKING
 
-from starlette.responses import JSONResponse
-
 from .._exceptions import BackendUnavailable, JobNotFound
 from .._record_json import record_json
 from ._jobs import error
+from ._json import JSONResponse
 
 if TYPE_CHECKING:
     from starlette.requests import Request

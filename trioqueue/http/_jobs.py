@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
-
-from starlette.responses import JSONResponse
+from urllib.parse import quote
 
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from .._record_json import record_json
+from ._json import JSONResponse
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -119,7 +119,7 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
         record = await queue.status(receipt.id)
         found = record_json(record) if record is not None else receipt_json(receipt)
         return JSONResponse({**found, "deduplicated": True}, 200)
-    location = {"Location": f"/jobs/{receipt.id}"}
+    location = {"Location": "/jobs/" + quote(receipt.id, safe="")}  # headers are Latin-1
     return JSONResponse(receipt_json(receipt), 201 if receipt.queued else 202, headers=location)
 
 

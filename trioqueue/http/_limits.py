@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import trio
-from starlette.responses import JSONResponse
 
 from ._jobs import RETRY_AFTER
+from ._json import JSONResponse
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
