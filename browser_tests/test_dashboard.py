@@ -73,11 +73,18 @@ def service() -> Iterator[str]:
 
 
 @pytest.fixture
-def browser() -> Iterator[webdriver.Chrome]:
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    profile = tmp_path / "chromium-profile"  # a new, empty one
     options = webdriver.ChromeOptions()
     options.binary_location = _binary("chromium", "/usr/bin/chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--window-size=1280,900"):  # fmt: skip
+    # headless, and quiet: this machine's network is closed, and chromium's own
+    # background connections (updates, sync) would only fail, many at a time
+    for argument in (
+        "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+        "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):  # fmt: skip
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(executable_path=_binary("chromedriver", "/usr/bin/chromedriver"))
