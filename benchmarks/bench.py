@@ -198,7 +198,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [
             "",
             f"HTTP ingest, {http['requests']:,} `POST /jobs` from {http['clients']} clients "
-            "(httpx, one process), each server a process of its own:",
+            "(kept-alive connections from a raw-socket client, one process), each server a "
+            "process of its own:",
             "",
             "| server | requests/s | p50 ms | p99 ms |",
             "|---|---|---|---|",

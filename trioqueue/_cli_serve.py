@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from ._backend import Backend
     from ._pool import Handler, WorkerPool
+    from .http._limits import Limits
 
 __all__ = ["ADMIN_TOKEN_ENV", "run_serve"]
 
@@ -93,6 +94,8 @@ async def run_serve(args: argparse.Namespace) -> int:
                         signal.Signals(signum).name,
                     )
                     break
+                # requests in flight finish; new ones, on kept-alive connections too, get 503
+                cast("Limits", app).stop_accepting()
                 stop.set()
                 await served.wait()
                 status = 0 if pool is None else await _stop_pool(pool, backend, args)

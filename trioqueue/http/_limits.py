@@ -23,16 +23,38 @@ __all__ = ["Limits"]
 
 
 class Limits:
-    """ASGI middleware: at most *concurrency* requests at once, each within *timeout* s."""
+    """ASGI middleware: at most *concurrency* requests at once, each within *timeout* s.
+
+    After `stop_accepting`, a new request gets 503 and ``Connection: close``: a
+    server that is shutting down finishes the requests in flight, but a client on
+    a kept-alive connection would otherwise go on sending new ones.
+    """
 
     def __init__(self, app: ASGIApp, *, concurrency: int, timeout: float) -> None:
         self._app = app
         self._places = trio.CapacityLimiter(concurrency)
         self._timeout = timeout
+        self._stopping = False
+
+    def stop_accepting(self) -> None:
+        """Answer every request from now on with 503 (the service is shutting down)."""
+        self._stopping = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
+            return
+        if self._stopping:
+            response = JSONResponse(
+                {
+                    "error": "stopping",
+                    "message": "the service is shutting down and stored nothing: send it to "
+                    "another instance, or again once it is back",
+                },
+                503,
+                headers={"Retry-After": RETRY_AFTER, "Connection": "close"},
+            )
+            await response(scope, receive, send)
             return
         started = False
 
