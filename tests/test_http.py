@@ -291,3 +291,16 @@ async def test_any_unicode_round_trips_and_a_lone_surrogate_is_400(backend):
             refused = await http.post("/jobs", content=lone)
             assert refused.status_code == 400
             assert "lone surrogate" in refused.json()["message"]
+
+
+async def test_once_stopping_every_new_request_is_503_and_closes_its_connection():
+    backend = trioqueue.MemoryBackend(10)
+    app = create_app(backend)
+    async with served(app) as http:
+        assert (await http.get("/healthz")).status_code == 200  # a kept-alive connection
+        app.stop_accepting()  # type: ignore[attr-defined]  # what `trioqueue serve` calls
+        refused = await http.post("/jobs", json={"id": "late", "payload": 1})
+        assert refused.status_code == 503
+        assert refused.json()["error"] == "stopping"
+        assert (refused.headers["connection"], refused.headers["retry-after"]) == ("close", "1")
+    assert await backend.status("late") is None

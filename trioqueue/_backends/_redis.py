@@ -682,8 +682,7 @@ class RedisBackend:
         """
         if self._stream is not None:
             return await self._claim_from_stream(self._stream, max_jobs, lease, block)
-        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        limit = "" if self._max_deliveries is None else self._max_deliveries
+        ttl, limit = self._claim_limits()
         claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
         if claims or block <= 0:
             return claims
@@ -701,12 +700,17 @@ class RedisBackend:
             return []
         return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, element))
 
+    def _claim_limits(self) -> tuple[float | str, int | str]:
+        """The claim script's claims-set lifetime and delivery limit ('' for none)."""
+        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
+        limit = "" if self._max_deliveries is None else self._max_deliveries
+        return ttl, limit
+
     async def _claim_from_stream(
         self, source: StreamSource, max_jobs: int, lease: float, block: float
     ) -> list[Claim]:
         """`claim` for a stream source (see there)."""
-        ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        limit = "" if self._max_deliveries is None else self._max_deliveries
+        ttl, limit = self._claim_limits()
         rows, after, woken = await self._run("claim", max_jobs, lease, ttl, limit)
         if rows or block <= 0:
             return await self._claims(rows)

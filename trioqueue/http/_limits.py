@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._jobs import RETRY_AFTER
-from ._json import JSONResponse
+from ._jobs import error
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -45,15 +44,13 @@ class Limits:
             await self._app(scope, receive, send)
             return
         if self._stopping:
-            response = JSONResponse(
-                {
-                    "error": "stopping",
-                    "message": "the service is shutting down and stored nothing: send it to "
-                    "another instance, or again once it is back",
-                },
+            response = error(
                 503,
-                headers={"Retry-After": RETRY_AFTER, "Connection": "close"},
+                "stopping",
+                "the service is shutting down and stored nothing: send it to another "
+                "instance, or again once it is back",
             )
+            response.headers["Connection"] = "close"
             await response(scope, receive, send)
             return
         started = False
@@ -67,13 +64,10 @@ class Limits:
             async with self._places:
                 await self._app(scope, receive, watched)
         if deadline.cancelled_caught and not started:
-            response = JSONResponse(
-                {
-                    "error": "timeout",
-                    "message": f"the request took over {self._timeout:g} s (--request-timeout) "
-                    "and was stopped; anything it did not finish was not done: send it again",
-                },
+            response = error(
                 503,
-                headers={"Retry-After": RETRY_AFTER},
+                "timeout",
+                f"the request took over {self._timeout:g} s (--request-timeout) and was "
+                "stopped; anything it did not finish was not done: send it again",
             )
             await response(scope, receive, send)
