@@ -26,8 +26,8 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_has_its_three_examples():
-    assert len(examples()) == 3
+def test_the_readme_has_its_four_examples():
+    assert len(examples()) == 4
 
 
 def test_the_first_example_runs_and_prints_a_readable_report():
@@ -51,9 +51,20 @@ def test_the_service_example_stops_on_sigterm_with_a_report():
     assert out.startswith("ShutdownReport(finished=0, cancelled=0, released=0")
 
 
+def test_the_delayed_example_runs_each_job_when_due_in_due_order():
+    result = run(examples()[2])
+    assert result.returncode == 0, result.stderr
+    told, first, second = result.stdout.splitlines()
+    assert told == "True scheduled"
+    (name_1, at_1), (name_2, at_2) = (line.split(" at ") for line in (first, second))
+    assert (name_1, name_2) == ("first", "second")
+    assert 0.5 <= float(at_1.removesuffix(" s")) < float(at_2.removesuffix(" s"))
+    assert float(at_2.removesuffix(" s")) >= 0.9  # at= counts on the wall clock: ~1 s
+
+
 def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
-    code = examples()[2].replace("redis://localhost:6379/0", redis_server.url)
-    assert code != examples()[2]
+    code = examples()[3].replace("redis://localhost:6379/0", redis_server.url)
+    assert code != examples()[3]
     result = run(code)
     assert result.returncode == 0, result.stderr
     assert "counters: enqueued=1000" in result.stdout

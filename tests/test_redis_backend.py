@@ -317,7 +317,7 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         await pass_time(backend, clock, 6)
         await backend.sweep()  # recovers it
         [owner] = await backend.claim(1, lease=5, block=0)  # worker B
-        late = await backend._run("claim", 1, 5, "", "", element)  # A registers, at last
+        late, _ = await backend._run("claim", 1, 5, "", "", element)  # A registers, at last
         assert late == []
         stats = await backend.stats()
         assert (stats.gauges.inflight, await backend.pending()) == (1, 1)
@@ -585,7 +585,8 @@ async def test_an_expired_reference_stamped_by_the_sweeper_counts_once(redis_ser
         await backend.sweep()  # stamps it
         await client.pexpire(keys.job_prefix + "J", 1)
         await wait_until_gone(client, keys.job_prefix + "J")
-        assert await backend._run("claim", 0, 5, "", "", element) == []  # expired: counted
+        rows, _ = await backend._run("claim", 0, 5, "", "", element)
+        assert rows == []  # expired: counted
         await pass_time(backend, clock, 10)
         await backend.sweep()
         stats = await backend.stats()

@@ -123,7 +123,7 @@ async def blmove_by_hand(backend: trioqueue.RedisBackend, client: coredis.Redis[
 
 async def register_late(backend: trioqueue.RedisBackend, element: bytes) -> list[trioqueue.Claim]:
     """The claim script a worker runs after its BLMOVE, as `RedisBackend.claim` runs it."""
-    rows = await backend._run("claim", 1, MIN_IDLE, "", "", element)
+    rows, _ = await backend._run("claim", 1, MIN_IDLE, "", "", element)
     return await backend._claims(rows)
 
 

@@ -81,6 +81,13 @@ class NewJob:
     """The canonical JSON of the payload."""
     payload_hash: str
     """Hex SHA-256 of *encoded*."""
+    delay: float | None = None
+    """Seconds from its acceptance, on the backend's clock, until the job is due;
+    None (or *at*) for a job that is ready at once."""
+    at: float | None = None
+    """When the job is due, in wall-clock seconds since the epoch as the backend's
+    clock reads them (the Redis server's); None (or *delay*) for a job ready at once.
+    At most one of *delay* and *at* is set."""
 
 
 @attrs.frozen
@@ -93,7 +100,10 @@ class Receipt:
     """True when the job already existed with the same payload and nothing was added."""
     queued: bool
     """Whether the job is on the ready queue; False when `Queue.submit` stored it
-    while the queue was full (it is scheduled when room frees)."""
+    while the queue was full (it is scheduled when room frees), or while it waits
+    for its due time."""
+    scheduled: bool = False
+    """True when the job waits for its due time (`JobState.SCHEDULED`)."""
 
 
 AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull
@@ -126,6 +136,8 @@ class SweepReport:
     """Claims whose lease ran out that were put back."""
     evicted: int = 0
     """Finished records forgotten because of their age."""
+    due: int = 0
+    """Jobs whose due time came that were put on the ready queue."""
 
 
 @runtime_checkable

@@ -170,11 +170,14 @@ class Gauges:
     """Jobs sleeping out their backoff before the next attempt."""
     dead: int = 0
     """Dead letters held."""
+    scheduled: int = 0
+    """Jobs stored until their due time (``enqueue(..., delay=...)``): not on the
+    ready queue, not counted against its capacity."""
 
     @property
     def held(self) -> int:
         """Jobs the backend holds that are not finished."""
-        return self.backlog + self.inflight + self.retry_waiting
+        return self.backlog + self.inflight + self.retry_waiting + self.scheduled
 
 
 @attrs.frozen
@@ -243,7 +246,8 @@ class MetricsSnapshot:
         lines = [
             "counters: " + ", ".join(f"{name}={getattr(self, name)}" for name in COUNTER_NAMES),
             f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, "
-            f"inflight={g.inflight}, retry_waiting={g.retry_waiting}, dead={g.dead}",
+            f"inflight={g.inflight}, retry_waiting={g.retry_waiting}, "
+            f"scheduled={g.scheduled}, dead={g.dead}",
         ]
         for name in ("queue_wait", "handler_time", "end_to_end"):
             h: HistogramSnapshot = getattr(self, name)

@@ -125,6 +125,10 @@ QUEUE_GAUGE_HELP: Final = {
         "Claimed jobs waiting out a retry backoff now.",
     ),
     "trioqueue_queue_dead": ("dead", "Dead letters held now."),
+    "trioqueue_queue_scheduled": (
+        "scheduled",
+        "Jobs stored until their due time now (delayed jobs): not yet on the ready list.",
+    ),
 }
 """Each gauge of what the queue holds: metric name → (`Gauges` attribute, meaning)."""
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+import datetime
+import math
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
 from ._exceptions import ConfigurationError
@@ -14,11 +16,61 @@ if TYPE_CHECKING:
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 
-__all__ = ["Queue", "prepare"]
+__all__ = ["Delay", "Queue", "due_time", "prepare"]
+
+Delay: TypeAlias = float | datetime.timedelta
+"""A delay: seconds (an int or a float), or a `datetime.timedelta`."""
 
 
-def prepare(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) -> NewJob:
+def due_time(
+    delay: Delay | None, at: datetime.datetime | None
+) -> tuple[float | None, float | None]:
+    """Check a job's *delay* or *at*; return them as seconds and as an epoch time.
+
+    Raises:
+        TypeError: Both are given, or one has the wrong type.
+        ValueError: *delay* is negative or not finite, or *at* has no time zone.
+    """
+    if delay is not None and at is not None:
+        raise TypeError("give a job delay=... or at=..., not both")
+    if at is not None:
+        if not isinstance(at, datetime.datetime):
+            raise TypeError(
+                f"at= takes a datetime.datetime with a time zone, not {type(at).__name__}; "
+                "for a number of seconds from now use delay="
+            )
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise ValueError(
+                f"at={at.isoformat()} has no time zone, so the moment it names is unknown: "
+                "give it one, e.g. datetime.now(timezone.utc) + timedelta(minutes=5)"
+            )
+        return None, at.timestamp()
+    if delay is None:
+        return None, None
+    if isinstance(delay, datetime.timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise TypeError(
+            f"delay= takes seconds (an int or a float) or a datetime.timedelta, "
+            f"not {type(delay).__name__}"
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"delay={delay!r}: use a finite number of seconds >= 0")
+    return (seconds or None), None
+
+
+def prepare(
+    payload: Any,
+    job_id: str | None,
+    max_payload: int = MAX_PAYLOAD,
+    *,
+    delay: Delay | None = None,
+    at: datetime.datetime | None = None,
+) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
+    seconds, epoch = due_time(delay, at)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -40,7 +92,9 @@ def prepare(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) ->
             f"max_payload of {max_payload:,}; store the bulk elsewhere and send a reference, "
             "or give the Queue a larger max_payload"
         )
-    return NewJob(id=job_id, encoded=encoded, payload_hash=payload_hash(encoded))
+    return NewJob(
+        id=job_id, encoded=encoded, payload_hash=payload_hash(encoded), delay=seconds, at=epoch
+    )
 
 
 def _is_unicode_text(text: str) -> bool:
@@ -92,40 +146,82 @@ class Queue:
         """The backend's metrics; call ``.snapshot()`` to read them."""
         return self._backend.metrics
 
-    async def enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
+    async def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
+    ) -> Receipt:
         """Add a job, waiting for room while the ready queue is full.
+
+        A job with a *delay* or an *at* is stored until it is due
+        (`JobState.SCHEDULED`, ``Receipt.scheduled``) and never waits for room: it
+        does not count against the capacity until due. When due it goes on the
+        ready queue, in due order; one that finds the queue full waits, still
+        stored, for room. The due time is the backend's clock (on Redis, the
+        server's): ``delay`` counts from when the backend accepts the job.
+
+        Idempotency ignores the due time: the same id and payload again is the
+        existing job, whatever its due time (a retried call computes another),
+        and the first due time stands.
 
         Always checkpoints. If cancelled, nothing was accepted.
 
         Args:
             payload: Any JSON-serialisable value.
             id: The job id, for idempotent enqueue; None for a fresh one.
+            delay: Seconds (or a `datetime.timedelta`) until the job is due;
+                None or 0 for at once.
+            at: When the job is due, a `datetime.datetime` with a time zone; a
+                time past is at once. Not with *delay*.
 
         Raises:
-            TypeError: *payload* is not JSON-serialisable, or *id* is not a str.
-            ValueError: *id* is empty or too long, or *payload* is larger than
-                *max_payload* or nests lists and dicts more than 100 levels deep.
+            TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
+                *delay* and *at* are both given or of the wrong type.
+            ValueError: *id* is empty or too long, *payload* is larger than
+                *max_payload* or nests lists and dicts more than 100 levels deep,
+                *delay* is negative, or *at* has no time zone.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.WAIT)
+        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        return await self._backend.add(job, AddMode.WAIT)
 
-    async def try_enqueue(self, payload: Any, *, id: str | None = None) -> Receipt:
+    async def try_enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
+    ) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
 
         Like `enqueue`, but raises `QueueFull` (and accepts nothing) when full.
-        A duplicate of an existing job is returned even when the queue is full.
+        A duplicate of an existing job is returned even when the queue is full,
+        and a delayed job never finds it full.
         """
-        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.NOWAIT)
+        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        return await self._backend.add(job, AddMode.NOWAIT)
 
-    async def submit(self, payload: Any, *, id: str | None = None) -> Receipt:
+    async def submit(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
+    ) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
 
         When the ready queue has room the job goes on it; otherwise it is stored
         with ``queued = False`` and scheduled as soon as room frees, before any
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
-        `QueueFull`.
+        `QueueFull`; *delay* and *at* as there.
         """
-        return await self._backend.add(prepare(payload, id, self._max_payload), AddMode.SUBMIT)
+        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
         self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None

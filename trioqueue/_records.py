@@ -1,7 +1,8 @@
 """Job records and their state machine: pure values, no I/O.
 
 A job moves ``RECEIVED → PROCESSING → COMPLETED`` when all goes well and
-``PROCESSING → FAILED_RETRY → PROCESSING → … → FAILED`` when it keeps failing.
+``PROCESSING → FAILED_RETRY → PROCESSING → … → FAILED`` when it keeps failing; a
+job enqueued with a delay starts ``SCHEDULED`` and becomes ``RECEIVED`` when due.
 `TRANSITIONS` is the whole table; `check_transition` enforces it.
 """
 
@@ -34,6 +35,9 @@ class JobState(enum.StrEnum):
 
     #: Accepted and waiting for its first attempt.
     RECEIVED = "received"
+    #: Accepted with a due time still to come (``enqueue(..., delay=...)``): stored,
+    #: not claimable before it; it becomes `RECEIVED` when due.
+    SCHEDULED = "scheduled"
     #: Claimed by a worker pool: prefetched or running its handler.
     PROCESSING = "processing"
     #: The handler returned; the job is finished.
@@ -49,6 +53,8 @@ class JobState(enum.StrEnum):
 TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
     # claimed by a pool
     JobState.RECEIVED: frozenset({JobState.PROCESSING}),
+    # due: on the ready queue (or stored unqueued while it is full)
+    JobState.SCHEDULED: frozenset({JobState.RECEIVED}),
     JobState.PROCESSING: frozenset(
         {
             JobState.COMPLETED,  # handler returned
@@ -140,6 +146,10 @@ class JobRecord:
     """The exception that ended the last failed attempt, if any."""
     reason: str | None = None
     """Why the job was dropped or dead-lettered, if it was."""
+    due_at: float | None = None
+    """When a job waiting for its due time (`JobState.SCHEDULED`, or a retry
+    waiting out its backoff in the backend) becomes ready, in the same terms as
+    *created_at*; None for any other job."""
 
 
 @attrs.frozen

@@ -341,14 +341,19 @@ class ConservationMachine(RuleBasedStateMachine):
         self.jobs[job_id] = Expected(payload)
         self.accepted += 1
 
-    def _enqueue_now(self, method: str, job_id: str | None, payload: Any) -> str | None:
-        """Enqueue at once and check the outcome; return the id of a new job."""
+    def _enqueue_now(
+        self, method: str, job_id: str | None, payload: Any, delay: float | None = None
+    ) -> str | None:
+        """Enqueue at once and check the outcome; return the id of a new job.
+
+        A delayed job never waits for room: `Queue.enqueue` with a *delay* returns at once.
+        """
         expected = self._accepts(job_id, payload)
         depth = self.stats().gauges.queue_depth
 
         async def call() -> trioqueue.Receipt | BaseException:
             try:
-                return await getattr(self.queue, method)(payload, id=job_id)
+                return await getattr(self.queue, method)(payload, id=job_id, delay=delay)
             except (QueueFull, IdempotencyConflict) as exc:
                 return exc
 
@@ -358,14 +363,27 @@ class ConservationMachine(RuleBasedStateMachine):
         elif expected == "duplicate":
             assert isinstance(result, trioqueue.Receipt)
             assert result.deduplicated
-        elif method == "try_enqueue" and depth >= self.capacity:
+        elif method == "try_enqueue" and depth >= self.capacity and not delay:
             assert isinstance(result, QueueFull)
         else:
             assert isinstance(result, trioqueue.Receipt), result
             assert not result.deduplicated
+            assert result.scheduled == bool(delay)
             self._accept(result.id, payload)
             return result.id
         return None
+
+    @rule(
+        job_id=ids | st.none(),
+        payload=payloads,
+        delay=st.sampled_from([0.5, 3.0, 20.0]),
+        method=st.sampled_from(["enqueue", "try_enqueue", "submit"]),
+    )
+    def enqueue_later(self, job_id: str | None, payload: Any, delay: float, method: str) -> None:
+        """A delayed job: stored until due, then on the ready queue as room allows."""
+        if self.capacity > 1000:
+            return  # a stream source refuses delays (tests/test_redis_streams.py)
+        self._enqueue_now(method, job_id, payload, delay)
 
     @rule(job_id=ids | st.none(), payload=payloads)
     def try_enqueue(self, job_id: str | None, payload: Any) -> None:
@@ -533,6 +551,9 @@ class ConservationMachine(RuleBasedStateMachine):
         assert g.inflight == sum(r.state is JobState.PROCESSING for r in by_id.values())
         assert g.backlog + g.retry_waiting == len(waiting)
         assert g.dead == sum(r.state is JobState.FAILED for r in by_id.values())
+        assert g.scheduled == sum(r.state is JobState.SCHEDULED for r in by_id.values())
+        for record in by_id.values():
+            assert (record.due_at is not None) == (record.state is JobState.SCHEDULED)
         if not any(running.frozen for running in self.pools):
             # (a frozen pool may still hold claims the backend took back; and a live pool
             # one whose job a late success finished meanwhile: its outcome will be refused)

@@ -52,6 +52,7 @@ QUEUE_GAUGES = {
     "inflight": "trioqueue_queue_inflight",
     "retry_waiting": "trioqueue_queue_retry_waiting",
     "dead": "trioqueue_queue_dead",
+    "scheduled": "trioqueue_queue_scheduled",
 }
 LATENCIES = {
     "queue_wait": "trioqueue_worker_queue_wait_seconds",

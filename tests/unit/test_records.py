@@ -32,6 +32,7 @@ EXPECTED_LEGAL = {
     (S.PROCESSING, S.RECEIVED),
     (S.FAILED_RETRY, S.PROCESSING),
     (S.FAILED, S.RECEIVED),
+    (S.SCHEDULED, S.RECEIVED),
 }
 
 ALL_PAIRS = list(itertools.product(JobState, repeat=2))
@@ -50,6 +51,7 @@ class TestStateMachine:
     def test_states(self):
         assert {state.value for state in JobState} == {
             "received",
+            "scheduled",
             "processing",
             "completed",
             "failed_retry",
@@ -58,8 +60,8 @@ class TestStateMachine:
         }
 
     def test_every_pair_is_covered(self):
-        assert len(ALL_PAIRS) == 36
-        assert len(EXPECTED_LEGAL) == 8
+        assert len(ALL_PAIRS) == 49
+        assert len(EXPECTED_LEGAL) == 9
 
     def test_table_has_every_state_as_a_source(self):
         assert set(TRANSITIONS) == set(JobState)
@@ -117,14 +119,20 @@ class TestStateMachine:
         assert TRANSITIONS[S.DROPPED] == frozenset()
         assert TRANSITIONS[S.FAILED] == {S.RECEIVED}
 
-    def test_every_state_reachable_from_received(self):
-        reached, frontier = {S.RECEIVED}, [S.RECEIVED]
+    def test_every_state_reachable_from_where_a_job_starts(self):
+        # a job starts received, or scheduled when enqueued with a delay
+        reached, frontier = {S.RECEIVED, S.SCHEDULED}, [S.RECEIVED, S.SCHEDULED]
         while frontier:
             for target in TRANSITIONS[frontier.pop()]:
                 if target not in reached:
                     reached.add(target)
                     frontier.append(target)
         assert reached == set(JobState)
+
+    def test_a_scheduled_job_only_becomes_ready(self):
+        # not claimable, not finishable, before it is due and received
+        assert TRANSITIONS[S.SCHEDULED] == {S.RECEIVED}
+        assert all(S.SCHEDULED not in targets for targets in TRANSITIONS.values())
 
 
 class TestErrorInfo:

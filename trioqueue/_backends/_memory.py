@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import heapq
+import itertools
 import json
 import math
 import time
@@ -34,6 +36,17 @@ _DEFAULT_RETENTION: Final = Retention()
 _CLAIMED: Final = frozenset({JobState.PROCESSING, JobState.FAILED_RETRY})  # held by a claim
 
 
+def _due(job: NewJob, now: float) -> float | None:
+    """When *job* is due on Trio's clock, if that is after *now*; else None (ready now)."""
+    if job.delay is not None:
+        due = now + job.delay
+    elif job.at is not None:
+        due = now + (job.at - time.time())  # the wall clock's distance, on Trio's clock
+    else:
+        return None
+    return due if due > now else None
+
+
 @attrs.define(eq=False, slots=True)
 class _Entry:
     """The mutable record of one job; `MemoryBackend` hands out frozen copies."""
@@ -55,6 +68,7 @@ class _Entry:
     life_from: int = 0
     lease_until: float = 0.0
     extended_until: float | None = None  # the one more lease a silence gave it
+    due: float | None = None  # while it waits for its due time: when, on Trio's clock
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -74,6 +88,7 @@ class _Entry:
             updated_at=self.updated_at + wall_offset,
             last_error=self.last_error,
             reason=self.reason,
+            due_at=None if self.due is None else self.due + wall_offset,
         )
 
 
@@ -83,7 +98,8 @@ class MemoryBackend:
 
     The default backend. Records, the ready queue, claims and dead letters are
     plain Python structures; waits use Trio parking lots and times use Trio's
-    clock, so tests on a mock clock are exact. Share one instance between the
+    clock, so tests on a mock clock are exact (delayed jobs wait in a heap by
+    due time on it). Share one instance between the
     `Queue` producers and the worker pools of one process.
 
     Args:
@@ -105,6 +121,9 @@ class MemoryBackend:
         self._records: dict[str, _Entry] = {}
         self._ready: collections.deque[_Entry] = collections.deque()
         self._unqueued: collections.deque[_Entry] = collections.deque()
+        # jobs waiting for their due time: (due, order of arrival, entry)
+        self._scheduled: list[tuple[float, int, _Entry]] = []
+        self._arrivals = itertools.count()
         self._claims: dict[str, _Entry] = {}
         self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._dead: dict[str, None] = {}
@@ -178,10 +197,11 @@ class MemoryBackend:
             inflight=len(self._claims) - retrying,
             retry_waiting=retrying,
             dead=len(self._dead),
+            scheduled=len(self._scheduled),
         )
 
     def _held(self) -> int:
-        return len(self._ready) + len(self._unqueued) + len(self._claims)
+        return len(self._ready) + len(self._unqueued) + len(self._claims) + len(self._scheduled)
 
     def _schedule(self, entry: _Entry, now: float, *, front: bool = False) -> None:
         """Put *entry* on the ready queue if there is room, else store it unqueued.
@@ -197,21 +217,49 @@ class MemoryBackend:
             entry.queued = False
             (self._unqueued.appendleft if front else self._unqueued.append)(entry)
 
-    def _fill(self, now: float) -> int:
-        """Move unqueued jobs into free room, oldest first; then wake waiting producers."""
-        moved = 0
+    def _defer(self, entry: _Entry, due: float) -> None:
+        """Store *entry* until *due* (Trio's clock); wake a claimer if it is now the next due."""
+        entry.due = due
+        entry.queued = False
+        heapq.heappush(self._scheduled, (due, next(self._arrivals), entry))
+        if self._scheduled[0][2] is entry:
+            self._work.unpark()  # a claimer waiting until a later due time waits anew
+
+    def _next_due(self) -> float:
+        """When the next stored job is due (Trio's clock); infinity when none is stored."""
+        return self._scheduled[0][0] if self._scheduled else math.inf
+
+    def _fill(self, now: float) -> tuple[int, int]:
+        """Move unqueued jobs, then due ones, into free room; then wake waiting producers.
+
+        Unqueued jobs go first (they were ready before), then due jobs in due
+        order; a due job that finds no room stays stored until room frees. Returns
+        how many of each moved.
+        """
+        moved = due = 0
         while self._unqueued and len(self._ready) < self._capacity:
             entry = self._unqueued.popleft()
             entry.queued = True
             entry.ready_at = now
             self._ready.append(entry)
             moved += 1
-        if moved:
-            self._work.unpark(count=moved)
+        while self._scheduled and self._scheduled[0][0] <= now:
+            if len(self._ready) >= self._capacity:
+                break
+            when, _, entry = heapq.heappop(self._scheduled)
+            entry.due = None
+            if entry.state is JobState.SCHEDULED:
+                entry.move(JobState.RECEIVED, now)
+            entry.queued = True
+            entry.ready_at = when  # its wait counts from its due time: lateness shows
+            self._ready.append(entry)
+            due += 1
+        if moved + due:
+            self._work.unpark(count=moved + due)
         room = self._capacity - len(self._ready)
         if room > 0:
             self._room.unpark(count=room)
-        return moved
+        return moved, due
 
     def _touch(self, now: float) -> None:
         """A worker reached the backend now; note a silence longer than half a lease.
@@ -308,10 +356,11 @@ class MemoryBackend:
                 self._metrics.conflicts += 1
                 return IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
             self._metrics.deduplicated += 1
-            return Receipt(id=job.id, deduplicated=True, queued=entry.queued)
-        if len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
-            return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
+            return self._receipt(entry, deduplicated=True)
         now = self.now()
+        due = _due(job, now)
+        if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
+            return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         entry = _Entry(
             id=job.id,
             encoded=job.encoded,
@@ -322,9 +371,22 @@ class MemoryBackend:
             life_from=self._last_token,
         )
         self._records[job.id] = entry
-        self._schedule(entry, now)
+        if due is None:
+            self._schedule(entry, now)
+        else:
+            entry.state = JobState.SCHEDULED
+            self._defer(entry, due)
         self._metrics.enqueued += 1
-        return Receipt(id=job.id, deduplicated=False, queued=entry.queued)
+        return self._receipt(entry, deduplicated=False)
+
+    @staticmethod
+    def _receipt(entry: _Entry, *, deduplicated: bool) -> Receipt:
+        return Receipt(
+            id=entry.id,
+            deduplicated=deduplicated,
+            queued=entry.queued,
+            scheduled=entry.state is JobState.SCHEDULED,
+        )
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
@@ -382,14 +444,20 @@ class MemoryBackend:
         No job is ever a suspect: the workers of one process cannot die one at a time.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not self._ready:
-            with trio.move_on_after(block):
-                await self._work.park()
-            if not self._ready:
-                await trio.lowlevel.checkpoint_if_cancelled()
-                self._touch(self.now())
-                return []
         now = self.now()
+        self._fill(now)  # what came due
+        deadline = now + block
+        while not self._ready:
+            # until woken, or until the next due time (then it is on the ready queue)
+            with trio.move_on_at(min(deadline, self._next_due())) as waited:
+                await self._work.park()
+            now = self.now()
+            self._fill(now)
+            idle = not waited.cancelled_caught and not self._held()
+            if not self._ready and (idle or now >= deadline):
+                await trio.lowlevel.checkpoint_if_cancelled()
+                self._touch(now)
+                return []
         self._touch(now)
         claims: list[Claim] = []
         while self._ready and len(claims) < max_jobs:
@@ -555,7 +623,7 @@ class MemoryBackend:
             entry.token = None
             self._put_back(entry, now, front=True)
         self._metrics.recovered += len(expired)
-        scheduled = self._fill(now)
+        scheduled, due = self._fill(now)
         evicted = self._evict_old(now)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return SweepReport(scheduled=scheduled, recovered=len(expired), evicted=evicted)
+        return SweepReport(scheduled=scheduled, recovered=len(expired), evicted=evicted, due=due)

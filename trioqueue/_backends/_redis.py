@@ -61,6 +61,16 @@ _DEFAULT_MIN_IDLE: Final = 30.0  # the default lease, as `trioqueue worker --min
 _NO_CAPACITY: Final = 2**63 - 1  # a stream's: nothing bounds it
 
 
+def _until_due(block: float, due_in: bytes) -> float:
+    """*block*, cut to *due_in* seconds (the claim script's next due time; empty for none).
+
+    Never below a millisecond: a zero wait would be a wait for ever to BLMOVE.
+    """
+    if not due_in:
+        return block
+    return min(block, max(float(due_in), 0.001))
+
+
 def _whole(value: bytes | None) -> int:
     """A count read from Redis; 0 if missing or not a number (a record changed by hand)."""
     try:
@@ -445,11 +455,21 @@ class RedisBackend:
         if not jobs:
             await trio.lowlevel.checkpoint()
             return []
+        if self._stream is not None and any(j.delay is not None or j.at is not None for j in jobs):
+            raise ValueError(
+                f"stream {self._stream.stream!r}: a stream source cannot hold a job until a due "
+                "time (XADD has none, and every group reads the entry at once); enqueue "
+                "delayed jobs to a list queue (RedisBackend(url, queue=...))"
+            )
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
         while len(results) < len(jobs):
             chunk = jobs[len(results) : len(results) + _ADD_SLICE]
-            args = [field for job in chunk for field in (job.id, job.encoded, job.payload_hash)]
+            args = [
+                field
+                for job in chunk
+                for field in (job.id, job.encoded, job.payload_hash, self._due_argument(job))
+            ]
             reply = await self._run("add", mode.value, *args)
             await self._replicated(len(results), len(chunk))
             full = False
@@ -464,6 +484,20 @@ class RedisBackend:
             else:
                 pause = _WAIT_FOR_ROOM[0]
         return results
+
+    def _due_argument(self, job: NewJob) -> str:
+        """The add script's due-time argument for *job* ('' for ready at once).
+
+        A delay counts on the server's clock; so does an *at*, unless this backend
+        runs on an injected clock (tests): then *at* is made a delay here.
+        """
+        if job.delay is not None:
+            return f"d{job.delay!r}"
+        if job.at is None:
+            return ""
+        if self._clock is not None:
+            return f"d{job.at - time.time()!r}"
+        return f"a{job.at!r}"
 
     async def _replicated(self, done: int, sent: int) -> None:
         """Wait until `wait_replicas` replicas have what the last add script wrote.
@@ -487,12 +521,15 @@ class RedisBackend:
 
     def _add_result(self, job: NewJob, status: bytes, detail: bytes) -> AddResult:
         """One job's reply from the add script, counted in this process's metrics."""
-        if status == b"new":
-            self._metrics.enqueued += 1
-            return Receipt(id=job.id, deduplicated=False, queued=detail == b"1")
-        if status == b"dup":
-            self._metrics.deduplicated += 1
-            return Receipt(id=job.id, deduplicated=True, queued=detail == b"1")
+        if status in (b"new", b"dup"):
+            fresh = status == b"new"
+            if fresh:
+                self._metrics.enqueued += 1
+            else:
+                self._metrics.deduplicated += 1
+            return Receipt(
+                id=job.id, deduplicated=not fresh, queued=detail == b"1", scheduled=detail == b"s"
+            )
         if status == b"conflict":
             self._metrics.conflicts += 1
             return IdempotencyConflict(job.id, text(detail), job.payload_hash)
@@ -550,13 +587,14 @@ class RedisBackend:
         """The queue's shared counters and its true gauges, with this process's histograms."""
         counters, gauges = await self._run("stats")
         values = {text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
-        depth, unqueued, inflight, retrying, dead = (int(g) for g in gauges)
+        depth, unqueued, inflight, retrying, dead, scheduled = (int(g) for g in gauges)
         self._gauges = Gauges(
             queue_depth=depth,
             backlog=depth + unqueued,
             inflight=inflight,
             retry_waiting=retrying,
             dead=dead,
+            scheduled=scheduled,
         )
         return shared_snapshot(values, self._gauges, self._metrics.snapshot())
 
@@ -683,22 +721,30 @@ class RedisBackend:
         if self._stream is not None:
             return await self._claim_from_stream(self._stream, max_jobs, lease, block)
         ttl, limit = self._claim_limits()
-        claims = await self._claims(await self._run("claim", max_jobs, lease, ttl, limit))
-        if claims or block <= 0:
-            return claims
         ready, processing = self._keys.ready, self._keys.processing
-        # cancellable at once: a cancelled wait puts back what it moved (see blmove)
-        if self._clock is None:
-            element = await self._conn.blmove(ready, processing, block)
-        else:
-            # the server waits on the real clock, Trio's may be a mock one: the wait
-            # ends on Trio's clock, by the same cancellation that stops a pool
-            element = None
-            with trio.move_on_after(block):
-                element = await self._conn.blmove(ready, processing, _INJECTED_CLOCK_BLOCK)
-        if element is None:
-            return []
-        return await self._claims(await self._run("claim", max_jobs, lease, ttl, limit, element))
+        deadline = trio.current_time() + block
+        moved: tuple[bytes, ...] = ()
+        while True:
+            rows, due_in = await self._run("claim", max_jobs, lease, ttl, limit, *moved)
+            claims = await self._claims(rows)
+            left = deadline - trio.current_time()
+            if claims or left <= 0:
+                return claims
+            # no longer than until the next delayed job is due: then it is claimable
+            # (a delayed job enqueued meanwhile, due sooner, sends a wake element)
+            wait = _until_due(left, due_in)
+            # cancellable at once: a cancelled wait puts back what it moved (see blmove)
+            if self._clock is None:
+                element = await self._conn.blmove(ready, processing, wait)
+            else:
+                # the server waits on the real clock, Trio's may be a mock one: the wait
+                # ends on Trio's clock, by the same cancellation that stops a pool
+                element = None
+                with trio.move_on_after(wait):
+                    element = await self._conn.blmove(ready, processing, _INJECTED_CLOCK_BLOCK)
+            if element is None and not due_in:
+                return []  # the block ran out, and nothing is stored to come due
+            moved = () if element is None else (element,)
 
     def _claim_limits(self) -> tuple[float | str, int | str]:
         """The claim script's claims-set lifetime and delivery limit ('' for none)."""
@@ -711,16 +757,17 @@ class RedisBackend:
     ) -> list[Claim]:
         """`claim` for a stream source (see there)."""
         ttl, limit = self._claim_limits()
-        rows, after, woken = await self._run("claim", max_jobs, lease, ttl, limit)
+        rows, after, woken, due_in = await self._run("claim", max_jobs, lease, ttl, limit)
         if rows or block <= 0:
             return await self._claims(rows)
+        block = _until_due(block, due_in)
         # the server waits on the real clock; with a test clock the wait ends on Trio's
         wait = block if self._clock is None else _INJECTED_CLOCK_BLOCK
         with trio.move_on_after(block):
             await self._conn.wait_for_entries(
                 {source.stream: text(after), self._keys.wake: text(woken)}, wait
             )
-        rows, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
+        rows, _, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
         return await self._claims(rows)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
@@ -802,11 +849,12 @@ class RedisBackend:
         Each script call does a bounded slice of the work (no call holds Redis
         for long, at any queue size); this calls again until nothing is left.
         """
-        totals = [0, 0, 0]
+        totals = [0, 0, 0, 0]
         more = 1
         while more:
-            *done, more = (int(n) for n in await self._run("sweep", self.default_lease))
-            totals = [total + n for total, n in zip(totals, done, strict=True)]
-        scheduled, recovered, evicted = totals
+            reply = [int(n) for n in await self._run("sweep", self.default_lease)]
+            more = reply.pop(3)
+            totals = [total + n for total, n in zip(totals, reply, strict=True)]
+        scheduled, recovered, evicted, due = totals
         self._metrics.recovered += recovered
-        return SweepReport(scheduled=scheduled, recovered=recovered, evicted=evicted)
+        return SweepReport(scheduled=scheduled, recovered=recovered, evicted=evicted, due=due)

@@ -104,6 +104,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         updated_at=number("u", "c"),
         last_error=error,
         reason=reason,
+        due_at=number("due") if get("due") else None,
     )
 
 

@@ -40,7 +40,7 @@ def hash_slot(key: str | bytes) -> int:
 
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
-    ".config", ".suspects", ".held", ".retrying", ".wake",
+    ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -93,6 +93,8 @@ class RedisKeys:
     """Sorted set of claimed job ids, scored by the time they were claimed."""
     retrying: str
     """Set of claimed job ids waiting out a retry backoff."""
+    scheduled: str
+    """Sorted set of jobs waiting for their due time, scored by it (the server's clock)."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
     stream: str = ""
@@ -130,6 +132,7 @@ class RedisKeys:
             suspects=f"{queue}.suspects",
             held=f"{queue}.held",
             retrying=f"{queue}.retrying",
+            scheduled=f"{queue}.scheduled",
             job_prefix=f"{queue}{JOB_INFIX}",
         )
         return keys
@@ -171,6 +174,7 @@ class RedisKeys:
             self.suspects,
             self.held,
             self.retrying,
+            self.scheduled,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

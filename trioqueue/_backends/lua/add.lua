@@ -1,6 +1,9 @@
 -- Accept jobs in order, or find the existing ones. ARGV[8]: the mode; then each job as
--- three arguments: id, payload, payload hash. Returns two values per job handled:
--- {'new' | 'dup', queued 0/1}, {'conflict', the stored hash} or {'full', capacity}. In
+-- four arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
+-- seconds from now, or 'a' and seconds since the epoch on the server's clock).
+-- Returns two values per job handled: {'new' | 'dup', queued 0/1, or 's' while it
+-- waits for its due time}, {'conflict', the stored hash} or {'full', capacity}. A
+-- delayed job takes no room until due, so it never finds the queue full. In
 -- 'wait' mode the first 'full' ends the call: the caller waits for room and sends the
 -- rest again; in 'nowait' mode the rest are still looked at (a duplicate is found even
 -- when the queue is full); 'submit' never meets a full queue.
@@ -11,21 +14,28 @@ local function finish()
   for field, n in pairs(counts) do count(field, n) end
   return replies
 end
-for i = 9, #ARGV, 3 do
-  local id, payload, hash = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 9, #ARGV, 4 do
+  local id, payload, hash, when = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local key = jobkey(id)
+  local due
+  if when ~= '' then
+    due = tonumber(string.sub(when, 2))
+    if string.sub(when, 1, 1) == 'd' then due = NOW + due end
+    if due <= NOW then due = nil end
+  end
   local existing = redis.call('HGET', key, 'h')
   if existing then
     if existing == hash then
       counts.deduplicated = counts.deduplicated + 1
       replies[#replies + 1] = 'dup'
-      replies[#replies + 1] = redis.call('HGET', key, 'q')
+      local found = redis.call('HMGET', key, 'q', 's')
+      replies[#replies + 1] = found[2] == 'scheduled' and 's' or found[1]
     else
       counts.conflicts = counts.conflicts + 1
       replies[#replies + 1] = 'conflict'
       replies[#replies + 1] = existing
     end
-  elseif mode ~= 'submit' and redis.call('LLEN', K_READY) >= CAPACITY then
+  elseif not due and mode ~= 'submit' and ready_len() >= CAPACITY then
     replies[#replies + 1] = 'full'
     replies[#replies + 1] = tostring(CAPACITY)
     if mode == 'wait' then return finish() end
@@ -41,6 +51,10 @@ for i = 9, #ARGV, 3 do
       local entry = redis.call('XADD', K_STREAM, '*', 'id', id, 'payload', payload, 'hash', hash)
       redis.call('HSET', key, 'e', entry, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
       replies[#replies + 1] = '1'
+    elseif due then
+      redis.call('HSET', key, 's', 'scheduled', 'r', stamp(NOW))
+      defer(id, due)
+      replies[#replies + 1] = 's'
     else
       replies[#replies + 1] = tostring(schedule(id))
     end

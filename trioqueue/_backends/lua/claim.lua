@@ -3,9 +3,11 @@
 -- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
 -- processing list: it is claimed first. A suspect is claimed before anything else,
 -- and alone: the pool runs it once its other handlers are done.
--- Returns rows {id, payload, attempts, token, ready at, '1' for a suspect}; for a
--- stream source {rows, the ids to wait after for new entries in the stream and in
--- its wake stream (both '' when rows came)}.
+-- Returns {rows, seconds until the next stored job is due ('' for none)}, each row
+-- {id, payload, attempts, token, ready at, '1' for a suspect}; for a stream source
+-- {rows, the ids to wait after for new entries in the stream and in its wake stream
+-- (both '' when rows came), seconds until the next due}.
+-- Jobs whose due time came go on the ready list first (fill), so they are claimed now.
 -- A stream source claims jobs to deliver again (the ready list) first, then new
 -- entries (XREADGROUP, which takes them into the group's pending list as this
 -- consumer's, in the same step as the claim: no entry is read and left unclaimed).
@@ -23,6 +25,10 @@ touch()
 -- Claim the job an element (off the ready list, the suspects, or a landing) names;
 -- fresh: a stream entry this script just read (its pending entry is this consumer's).
 local function take(element, fresh)
+  if element == WAKE then
+    wake_taken()  -- it woke this consumer: the claim's reply says when the next is due
+    return
+  end
   if expired_reference(element) then
     count('expired')
     return
@@ -88,10 +94,11 @@ if not given then
   if #out > 0 then
     out[1][6] = '1'
     expire_claims(ttl, lease)
-    if K_STREAM then return {out, '', ''} end
-    return out
+    if K_STREAM then return {out, '', '', ''} end
+    return {out, ''}
   end
 end
+fill()
 
 -- only if it is still there: the sweeper may have put it back meanwhile
 if given and unland(given) then take(given) end
@@ -103,7 +110,7 @@ end
 if not K_STREAM then
   fill()
   expire_claims(ttl, lease)
-  return out
+  return {out, #out == 0 and next_due_in() or ''}
 end
 if #out < max then
   ensure_group()
@@ -122,11 +129,12 @@ if #out < max then
 end
 fill()
 expire_claims(ttl, lease)
-local after, woken = '', ''
+local after, wake_after, due_in = '', '', ''
 if #out == 0 then
   local last = redis.call('XREVRANGE', K_STREAM, '+', '-', 'COUNT', 1)[1]
   after = last and last[1] or '0-0'
   last = redis.call('XREVRANGE', K_WAKE, '+', '-', 'COUNT', 1)[1]
-  woken = last and last[1] or '0-0'
+  wake_after = last and last[1] or '0-0'
+  due_in = next_due_in()
 end
-return {out, after, woken}
+return {out, after, wake_after, due_in}

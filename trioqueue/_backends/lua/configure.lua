@@ -12,8 +12,8 @@ local new = {ARGV[8] ~= '' and ARGV[8] or agreed[1], ARGV[9] ~= '' and ARGV[9] o
   agreed[3] or ''}
 if ARGV[10] == 'none' then new[3] = '' elseif ARGV[10] ~= '' then new[3] = ARGV[10] end
 if new[2] ~= agreed[2] or tonumber(new[3]) ~= tonumber(agreed[3]) then
-  local waiting = redis.call('LLEN', K_READY) + redis.call('LLEN', K_UNQ)
-    + redis.call('LLEN', K_SUS)
+  local waiting = ready_len() + redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS)
+    + redis.call('ZCARD', K_SCHED)
   local claimed = claimed_count()
   if waiting + claimed > 0 then return {-1, waiting, claimed} end
 end

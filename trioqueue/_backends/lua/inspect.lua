@@ -3,7 +3,7 @@
 -- Returns {ready, stored, processing, claims, oldest claim time or '', dead, finished}.
 local oldest = redis.call('ZRANGE', K_HELD, 0, 0, 'WITHSCORES')[2]
 return {
-  redis.call('LLEN', K_READY) + stream_waiting(), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
+  ready_len() + stream_waiting(), redis.call('LLEN', K_UNQ) + redis.call('LLEN', K_SUS),
   redis.call('LLEN', K_PROC),
   redis.call('ZCARD', K_CLAIMS), oldest and stamp(NOW - tonumber(oldest)) or '',
   redis.call('LLEN', K_DEAD), redis.call('ZCARD', K_FIN),

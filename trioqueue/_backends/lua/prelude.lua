@@ -1,7 +1,7 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
---       suspects, held, retrying; for a stream source also the stream and its wake
---       stream
+--       suspects, held, retrying, scheduled; for a stream source also the stream and
+--       its wake stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
@@ -18,11 +18,13 @@ local K_SUS = KEYS[10]
 -- no claim registered yet: a few elements, so no script walks anything that grows
 -- with the jobs in flight.
 local K_HELD, K_RETRY = KEYS[11], KEYS[12]
+-- Jobs waiting for their due time (delayed jobs), scored by it on the server's clock.
+local K_SCHED = KEYS[13]
 -- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
 -- hand is refused here, before any write, never half-way through a script.
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
-  'zset', 'set'}
-if KEYS[13] then KINDS[13], KINDS[14] = 'stream', 'stream' end
+  'zset', 'set', 'zset'}
+if KEYS[14] then KINDS[14], KINDS[15] = 'stream', 'stream' end
 for i, kind in ipairs(KINDS) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then
@@ -47,7 +49,7 @@ local SIMPLE = ARGV[6] == 'simple'
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
 -- process reads as CONSUMER; the ready list holds only jobs to deliver again.
-local K_STREAM, K_WAKE = KEYS[13], KEYS[14]
+local K_STREAM, K_WAKE = KEYS[14], KEYS[15]
 local GROUP = table.remove(ARGV, 8)
 local CONSUMER = table.remove(ARGV, 8)
 local GROUP_START = table.remove(ARGV, 8)
@@ -64,7 +66,7 @@ if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- them when it connects), so a process keeps working when the queue is configured
 -- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
-local agreed = redis.call('HMGET', K_CONF, unpack(SHARED))
+local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake')
 if agreed[1] then
   CAPACITY = tonumber(agreed[1])
   SIMPLE = agreed[2] == 'simple'
@@ -78,6 +80,17 @@ if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else
 -- was pushed by another client and is the payload itself.
 local MARK = '\0'
+-- The mark alone is no job: it is the wake element (see defer), which the ready list
+-- holds at most once, while the config hash's 'wake' says so; it takes no room.
+local WAKE = MARK
+local woken = agreed[4] == '1'
+
+-- Jobs on the ready list (the wake element is not one).
+local function ready_len()
+  local n = redis.call('LLEN', K_READY)
+  if woken and n > 0 then n = n - 1 end
+  return n
+end
 
 local function jobkey(id) return PREFIX .. id end
 local function count(field, n)
@@ -108,7 +121,7 @@ local function schedule(id, front)
     -- consumers waiting for new entries wait on the wake stream too
     redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id)
   end
-  if redis.call('LLEN', K_READY) < CAPACITY then
+  if ready_len() < CAPACITY then
     redis.call(push, K_READY, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
     if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
@@ -126,14 +139,43 @@ end
 -- of many does the rest in later calls, so no call holds Redis for long.
 local SLICE = 1000
 
--- Move stored jobs into free room on the ready list, oldest first, at most SLICE.
--- Returns how many moved, and whether stored jobs and room are left for another call.
+-- Move jobs whose due time came onto the ready list, in due order, while it has room
+-- (a due job that finds none stays stored until room frees), at most budget of them.
+-- Returns how many moved, and whether due jobs and room are left for another call.
+local function promote(budget)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0, budget)
+  local moved = 0
+  for i = 1, #due, 2 do
+    if ready_len() >= CAPACITY then return moved, false end  -- the rest wait for room
+    local id, when = due[i], tonumber(due[i + 1])
+    local key = jobkey(id)
+    redis.call('ZREM', K_SCHED, id)
+    if redis.call('EXISTS', key) == 0 then
+      count('expired')  -- its record outlived its due time by the key TTL
+    else
+      if redis.call('HGET', key, 's') == 'scheduled' then redis.call('HSET', key, 's', 'received') end
+      redis.call('HDEL', key, 'due')
+      -- its wait counts from its due time, so lateness shows in the queue_wait latency
+      redis.call('HSET', key, 'q', 1, 'r', stamp(when), 'u', stamp(NOW))
+      redis.call('LPUSH', K_READY, MARK .. id)
+      if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+      if K_STREAM then redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id) end
+      moved = moved + 1
+    end
+  end
+  if moved > 0 then feed() end
+  return moved, #due == 2 * budget
+end
+
+-- Move stored jobs into free room on the ready list, oldest first, then due ones, at
+-- most SLICE looked at. Returns how many stored jobs moved, whether stored or due
+-- jobs and room are left for another call, and how many due jobs moved.
 local function fill()
   local moved, looked = 0, 0
-  while redis.call('LLEN', K_READY) < CAPACITY do
+  while ready_len() < CAPACITY do
     if looked == SLICE then
       if moved > 0 then feed() end
-      return moved, redis.call('LLEN', K_UNQ) > 0
+      return moved, redis.call('LLEN', K_UNQ) > 0, 0
     end
     looked = looked + 1
     local id = redis.call('RPOP', K_UNQ)
@@ -147,7 +189,46 @@ local function fill()
     end
   end
   if moved > 0 then feed() end
-  return moved, false
+  local due, more = promote(SLICE)
+  return moved, more, due
+end
+
+-- Store a job until due (the server's clock). When it is the next due, consumers
+-- waiting for work must wait anew, no longer than until then: an empty ready list
+-- gets the wake element (a waiting BLMOVE takes it, and its claim sees the new due
+-- time); a stream source's wake stream gets an entry.
+local function defer(id, due)
+  local key = jobkey(id)
+  redis.call('ZADD', K_SCHED, due, id)
+  redis.call('HSET', key, 'q', 0, 'due', stamp(due), 'u', stamp(NOW))
+  if KEY_TTL_MS then
+    -- the record and the set live until due, and a key TTL beyond
+    local ms = math.ceil((due - NOW) * 1000) + KEY_TTL_MS
+    redis.call('PEXPIRE', key, ms)
+    if redis.call('PTTL', K_SCHED) < ms then redis.call('PEXPIRE', K_SCHED, ms) end
+  end
+  if redis.call('ZRANGE', K_SCHED, 0, 0)[1] ~= id then return end
+  if K_STREAM then
+    redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'due', id)
+  elseif redis.call('LLEN', K_READY) == 0 then
+    redis.call('LPUSH', K_READY, WAKE)
+    redis.call('HSET', K_CONF, 'wake', '1')
+    woken = true
+  end
+end
+
+-- The wake element was taken off the ready list.
+local function wake_taken()
+  redis.call('HDEL', K_CONF, 'wake')
+  woken = false
+end
+
+-- Seconds until the next stored job is due ('' when none is stored): how long a
+-- consumer may wait for work at most.
+local function next_due_in()
+  local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if not first[1] then return '' end
+  return stamp(math.max(0, tonumber(first[2]) - NOW))
 end
 
 -- Register a lease on a job: it is claimed until NOW + lease.
@@ -182,7 +263,9 @@ end
 local function claimed_count()
   local landed = 0
   for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, -1)) do
-    if not redis.call('ZSCORE', K_CLAIMS, element) then landed = landed + 1 end
+    if element ~= WAKE and not redis.call('ZSCORE', K_CLAIMS, element) then
+      landed = landed + 1
+    end
   end
   return redis.call('ZCARD', K_CLAIMS) + landed
 end

@@ -3,7 +3,8 @@
 -- before a stamped entry expires.
 -- A simple queue runs a job at most once: an expired claim whose handler may have
 -- started becomes a dead letter, not a retry.
--- Returns {scheduled, recovered, evicted, 1 if work is left for another call else 0}.
+-- Returns {scheduled, recovered, evicted, 1 if work is left for another call else 0,
+-- delayed jobs that came due and went on the ready list}.
 local grace = tonumber(ARGV[8])
 -- a recovery runs about a dozen commands: 200 of them take Redis a few milliseconds
 local RECOVERY_SLICE = 200
@@ -30,7 +31,12 @@ for i = #expired - 1, 1, -2 do
   local member, score = expired[i], tonumber(expired[i + 1])
   local id = string.sub(member, 2)
   local key = jobkey(id)
-  if after_silence and string.sub(member, 1, 1) == MARK and redis.call('EXISTS', key) == 1
+  if member == WAKE then
+    -- a wake element a BLMOVE moved, whose consumer died before its claim: no job
+    unland(member)
+    redis.call('ZREM', K_CLAIMS, member)
+    wake_taken()
+  elseif after_silence and string.sub(member, 1, 1) == MARK and redis.call('EXISTS', key) == 1
     and tonumber(redis.call('HGET', key, 'x') or '') ~= score then
     local until_ = tonumber(stamp(NOW + grace))  -- as 'x' holds it: compared exactly
     redis.call('ZADD', K_CLAIMS, until_, member)
@@ -93,7 +99,7 @@ if K_STREAM and redis.call('HGET', K_CONF, 'group') == '1'
     redis.call('HSET', K_CONF, 'xautoclaim', found[1])
   end
 end
-local scheduled, more = fill()
+local scheduled, more, due = fill()
 local evicted = 0
 if MAX_AGE then
   local old = redis.call('ZRANGEBYSCORE', K_FIN, '-inf', NOW - MAX_AGE, 'LIMIT', 0, SLICE)
@@ -106,4 +112,4 @@ if MAX_AGE then
 end
 count('recovered', recovered)
 more = more or #expired == 2 * RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
-return {scheduled, recovered, evicted, more and 1 or 0}
+return {scheduled, recovered, evicted, more and 1 or 0, due}
