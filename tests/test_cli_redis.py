@@ -6,6 +6,7 @@ from Redis with ``trioqueue stats --json``, as an operator would.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import queue as stdlib_queue
@@ -373,6 +374,47 @@ def test_enqueue_is_idempotent_by_id_and_reports_conflicts(target):
     assert "already exists with a different payload" in conflict.stderr
     counters = target.stats()["counters"]
     assert (counters["enqueued"], counters["deduplicated"], counters["conflicts"]) == (1, 1, 1)
+
+
+def test_enqueue_with_a_delay_or_a_due_time_schedules_the_jobs(target):
+    result = target.run("enqueue", '{"to": "a"}', "--id", "d1", "--delay", "3600")
+    assert result.returncode == 0, result.stderr
+    name, _, when = result.stdout.strip().partition(" scheduled for ")
+    assert name == "d1"
+    due = datetime.datetime.fromisoformat(when)
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+    assert abs((due - soon).total_seconds()) < 30  # the server's clock: near this one
+    again = target.run("enqueue", '{"to": "a"}', "--id", "d1")
+    assert again.stdout == f"d1 already there, scheduled for {when}\n"
+    lines = '{"id": "e1"}\n{"id": "e2"}\n'
+    result = target.run(
+        "enqueue", "--id-key", "id", "--at", "2999-01-01T00:00:00+00:00", stdin=lines
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "accepted 2, deduplicated 0, conflicts 0 (2 of the accepted scheduled for later)"
+    )
+    stats = target.stats()
+    assert (stats["ready"], stats["scheduled"]) == (0, 3)
+    shown = target.run("stats")
+    assert "3 scheduled for later" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--at", "2030-01-01T00:00:00"], "has no time zone"),
+        (["--at", "tomorrow"], "is not an ISO 8601 time"),
+        (["--delay", "-5"], "seconds >= 0"),
+        (["--delay", "5", "--at", "2030-01-01T00:00:00Z"], "not allowed with argument"),
+    ],
+)
+def test_a_bad_delay_or_due_time_is_a_usage_error_and_sends_nothing(target, args, message):
+    result = target.run("enqueue", '{"n": 1}', "--id", "x", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    target.assert_untouched()
 
 
 def test_bulk_enqueue_reports_accepted_deduplicated_and_conflicts(target):

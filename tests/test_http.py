@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,12 @@ async def test_a_new_job_is_201_with_its_location_and_its_record(backend):
         made = await http.post("/jobs", json={"id": "e1", "payload": {"n": 1}})
         assert made.status_code == 201
         assert made.headers["location"] == "/jobs/e1"
-        assert made.json() == {"id": "e1", "deduplicated": False, "queued": True}
+        assert made.json() == {
+            "id": "e1",
+            "deduplicated": False,
+            "queued": True,
+            "scheduled": False,
+        }
         record = (await http.get("/jobs/e1")).json()
         assert (record["state"], record["queued"], record["payload"]) == (
             "received",
@@ -75,7 +81,12 @@ async def test_a_full_queue_stores_the_event_unscheduled_with_202(backend):
             assert (await http.post("/jobs", json={"payload": n})).status_code == 201
         late = await http.post("/jobs", json={"id": "late", "payload": 3})
         assert late.status_code == 202
-        assert late.json() == {"id": "late", "deduplicated": False, "queued": False}
+        assert late.json() == {
+            "id": "late",
+            "deduplicated": False,
+            "queued": False,
+            "scheduled": False,
+        }
         assert (await http.get("/jobs/late")).json()["queued"] is False
         done: list[Any] = []
 
@@ -85,6 +96,39 @@ async def test_a_full_queue_stores_the_event_unscheduled_with_202(backend):
         async with trioqueue.open_worker_pool(backend, handler):
             pass  # the sweeper schedules the stored event once room frees
         assert sorted(done) == [0, 1, 3]
+
+
+async def test_a_job_with_a_delay_or_a_due_time_is_202_and_scheduled(backend):
+    async with served(create_app(backend)) as http:
+        made = await http.post("/jobs", json={"id": "d1", "payload": 1, "delay": 3600})
+        assert made.status_code == 202  # it exists, and is scheduled later
+        assert made.json() == {
+            "id": "d1",
+            "deduplicated": False,
+            "queued": False,
+            "scheduled": True,
+        }
+        record = (await http.get("/jobs/d1")).json()
+        assert record["state"] == "scheduled"
+        due = datetime.datetime.fromisoformat(record["due_at"])
+        created = datetime.datetime.fromisoformat(record["created_at"])
+        assert abs((due - created).total_seconds() - 3600) < 1
+        at = {"id": "d2", "payload": 2, "at": "2999-01-01T00:00:00+00:00"}
+        assert (await http.post("/jobs", json=at)).json()["scheduled"]
+        again = await http.post("/jobs", json={"id": "d1", "payload": 1})
+        assert (again.status_code, again.json()["state"]) == (200, "scheduled")
+        for body, words in (
+            ({"payload": 1, "delay": "soon"}, '"delay" is seconds'),
+            ({"payload": 1, "delay": -1}, "seconds >= 0"),
+            ({"payload": 1, "at": "2030-01-01T00:00:00"}, "no time zone"),
+            ({"payload": 1, "at": "tomorrow"}, "ISO 8601"),
+            ({"payload": 1, "delay": 5, "at": "2030-01-01T00:00:00Z"}, "not both"),
+        ):
+            refused = await http.post("/jobs", json=body)
+            assert refused.status_code == 400, body
+            assert refused.json()["error"] == "bad_delay", body
+            assert words in refused.json()["message"], body
+        assert (await backend.stats()).enqueued == 2
 
 
 async def test_the_idempotency_key_header_names_the_job(backend):

@@ -9,6 +9,7 @@ that is not there, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.metadata
 import json
 import logging
@@ -201,6 +202,22 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
     worker.set_defaults(run=_worker, log_level=logging.INFO)
 
 
+def _aware_time(text: str) -> datetime.datetime:
+    """``--at``'s value: an ISO 8601 time that names its zone."""
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 time; e.g. 2026-12-24T18:00:00+01:00"
+        ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no time zone, so the moment it names is unknown; add one, e.g. "
+            f"{text}+00:00 or {text}Z"
+        )
+    return when
+
+
 def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
     enqueue = commands.add_parser(
         "enqueue",
@@ -229,6 +246,21 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
         "instead of waiting for room",
     )
     enqueue.set_defaults(mode=AddMode.WAIT)
+    later = enqueue.add_mutually_exclusive_group()
+    later.add_argument(
+        "--delay",
+        metavar="SECONDS",
+        type=float,
+        help="store the jobs until SECONDS from now (the Redis server's clock); they take "
+        "no room on the ready queue until then",
+    )
+    later.add_argument(
+        "--at",
+        metavar="WHEN",
+        type=_aware_time,
+        help="store the jobs until WHEN, an ISO 8601 time with its zone, e.g. "
+        "2026-12-24T18:00:00+01:00 or 2026-12-24T17:00Z",
+    )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 

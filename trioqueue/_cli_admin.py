@@ -18,14 +18,14 @@ from ._cli_args import NotThere, UsageError, printable, redis_backend
 from ._exceptions import IdempotencyConflict, JobNotFound, QueueFull
 from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
-from ._record_json import record_json
+from ._record_json import iso_time, record_json
 from ._records import JobState
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterable
 
-    from ._backend import NewJob
+    from ._backend import NewJob, Receipt
     from ._backends._queue_info import QueueInfo
     from ._backends._redis import RedisBackend
     from ._backends._sharded import ShardedBackend
@@ -51,10 +51,12 @@ def _jobs_from_argument(args: argparse.Namespace) -> list[NewJob]:
         payload = json.loads(args.json)
     except ValueError as exc:
         raise UsageError(f'the job is not JSON ({exc}); quote it: \'{{"to": "a"}}\'') from None
-    return [_prepared(payload, args.id, "the job")]
+    return [_prepared(payload, args.id, "the job", args)]
 
 
-def _jobs_from_lines(lines: Iterable[bytes], id_key: str | None) -> list[NewJob]:
+def _jobs_from_lines(
+    lines: Iterable[bytes], id_key: str | None, args: argparse.Namespace
+) -> list[NewJob]:
     jobs = []
     for number, raw in enumerate(lines, start=1):
         try:
@@ -74,13 +76,13 @@ def _jobs_from_lines(lines: Iterable[bytes], id_key: str | None) -> list[NewJob]
                 raise UsageError(
                     f"line {number} has no string {id_key!r} for --id-key; nothing was enqueued"
                 )
-        jobs.append(_prepared(payload, job_id, f"line {number}"))
+        jobs.append(_prepared(payload, job_id, f"line {number}", args))
     return jobs
 
 
-def _prepared(payload: Any, job_id: str | None, where: str) -> NewJob:
+def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Namespace) -> NewJob:
     try:
-        return prepare(payload, job_id)
+        return prepare(payload, job_id, delay=args.delay, at=args.at)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
 
@@ -92,6 +94,7 @@ class _Tally:
     total: int
     accepted: int = 0
     stored: int = 0
+    scheduled: int = 0
     deduplicated: int = 0
     conflicts: int = 0
     waiting_since: float | None = None  # when the add under way started
@@ -109,6 +112,8 @@ class _Tally:
             text += f", not sent {self.total - self.done}"
         if self.stored:
             text += f" ({self.stored} of the accepted stored until the queue has room)"
+        if self.scheduled:
+            text += f" ({self.scheduled} of the accepted scheduled for later)"
         return text
 
 
@@ -124,7 +129,7 @@ def _read_stdin(args: argparse.Namespace) -> list[NewJob]:
             file=sys.stderr,
             flush=True,
         )
-    return _jobs_from_lines(sys.stdin.buffer, args.id_key)
+    return _jobs_from_lines(sys.stdin.buffer, args.id_key, args)
 
 
 async def run_enqueue(args: argparse.Namespace) -> int:
@@ -193,17 +198,24 @@ async def _send(
             tally.waiting_since = None
         tally.deduplicated += receipt.deduplicated
         tally.accepted += not receipt.deduplicated
-        tally.stored += not receipt.deduplicated and not receipt.queued
+        fresh = not receipt.deduplicated
+        tally.scheduled += fresh and receipt.scheduled
+        tally.stored += fresh and not receipt.queued and not receipt.scheduled
         if args.json is not None:
-            state = (
-                "already there"
-                if receipt.deduplicated
-                else "enqueued"
-                if receipt.queued
-                else "stored until the queue has room"
-            )
-            print(f"{printable(receipt.id)} {state}")
+            print(f"{printable(receipt.id)} {await _state_of(receipt, backend)}")
     return False
+
+
+async def _state_of(receipt: Receipt, backend: RedisBackend | ShardedBackend) -> str:
+    """What became of one job, for ``enqueue JSON``'s line."""
+    if receipt.scheduled:
+        record = await backend.status(receipt.id)
+        due = record.due_at if record is not None else None
+        when = "later" if due is None else iso_time(due)
+        return ("already there, " if receipt.deduplicated else "") + f"scheduled for {when}"
+    if receipt.deduplicated:
+        return "already there"
+    return "enqueued" if receipt.queued else "stored until the queue has room"
 
 
 async def _report_waiting(tally: _Tally, backend: RedisBackend | ShardedBackend) -> None:
@@ -279,7 +291,8 @@ def _stats_text(
         [
             f"queue {printable(args.queue)}: {info.ready} ready, {info.stored} stored for "
             f"lack of room, {info.processing} processing, {info.claims} claimed ({oldest}), "
-            f"{info.dead} dead, {info.finished_kept} finished records kept",
+            f"{info.dead} dead, {info.scheduled} scheduled for later, {info.finished_kept} "
+            "finished records kept",
             "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
             f"throughput: {rate:.1f} jobs/s finished over the last {args.interval:g}s",
         ]

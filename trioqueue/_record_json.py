@@ -24,6 +24,8 @@ def record_json(record: JobRecord) -> dict[str, Any]:
     data["state"] = record.state.value
     for name in ("created_at", "updated_at"):
         data[name] = iso_time(data[name])
+    if record.due_at is not None:
+        data["due_at"] = iso_time(record.due_at)
     if isinstance(record.payload, bytes):
         data["payload"] = None
         data["payload_raw"] = record.payload.decode("utf-8", "backslashreplace")

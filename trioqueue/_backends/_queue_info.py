@@ -25,3 +25,5 @@ class QueueInfo:
     """Dead letters."""
     finished_kept: int
     """Finished records the retention still keeps."""
+    scheduled: int = 0
+    """Jobs stored until their due time (delayed jobs)."""

@@ -668,7 +668,8 @@ class RedisBackend:
 
     async def inspect(self) -> QueueInfo:
         """What the queue holds in Redis now, for operators (``trioqueue stats``)."""
-        ready, stored, processing, claims, oldest, dead, finished = await self._run("inspect")
+        reply = await self._run("inspect")
+        ready, stored, processing, claims, oldest, dead, finished, scheduled = reply
         return QueueInfo(
             ready=int(ready),
             stored=int(stored),
@@ -677,6 +678,7 @@ class RedisBackend:
             oldest_claim_age=float(oldest) if oldest else None,
             dead=int(dead),
             finished_kept=int(finished),
+            scheduled=int(scheduled),
         )
 
     # --- worker side ------------------------------------------------------------------

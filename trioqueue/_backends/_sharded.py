@@ -280,6 +280,7 @@ class ShardedBackend:
             oldest_claim_age=max(ages) if ages else None,
             dead=sum(info.dead for info in infos),
             finished_kept=sum(info.finished_kept for info in infos),
+            scheduled=sum(info.scheduled for info in infos),
         )
 
     async def stored_settings(self) -> QueueSettings | None:

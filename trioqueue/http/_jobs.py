@@ -3,14 +3,19 @@
 An event is stored with `Queue.submit`: it never waits for room and never fails
 for a full queue. A full queue stores it unscheduled (``queued: false``, 202),
 and the sweeper schedules it when room frees: it exists, and is scheduled later.
+An event with a ``delay`` (seconds) or an ``at`` (ISO 8601 with its zone) waits
+for its due time (``scheduled: true``, 202), then goes on the ready queue.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
+
+import attrs
 
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from .._record_json import record_json
@@ -29,7 +34,12 @@ RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a
 
 def receipt_json(receipt: Receipt) -> dict[str, Any]:
     """What an enqueue did, as JSON."""
-    return {"id": receipt.id, "deduplicated": receipt.deduplicated, "queued": receipt.queued}
+    return {
+        "id": receipt.id,
+        "deduplicated": receipt.deduplicated,
+        "queued": receipt.queued,
+        "scheduled": receipt.scheduled,
+    }
 
 
 class BodyTooLarge(Exception):
@@ -60,8 +70,18 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def _job_fields(body: bytes, header_id: str | None) -> tuple[Any, str | None] | JSONResponse:
-    """The payload and id a ``POST /jobs`` body names, or the 400 that says what is wrong."""
+@attrs.frozen
+class _Fields:
+    """What a ``POST /jobs`` body asks for."""
+
+    payload: Any
+    id: str | None
+    delay: float | None
+    at: datetime.datetime | None
+
+
+def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
+    """The job a ``POST /jobs`` body names, or the 400 that says what is wrong."""
     try:
         document = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -72,9 +92,26 @@ def _job_fields(body: bytes, header_id: str | None) -> tuple[Any, str | None] | 
             "bad_job",
             'send a JSON object with a "payload" (any JSON value) and optionally an "id"',
         )
-    unknown = sorted(set(document) - {"id", "payload"})
+    unknown = sorted(set(document) - {"id", "payload", "delay", "at"})
     if unknown:
-        return error(400, "bad_job", f'unknown fields {unknown}: send only "id" and "payload"')
+        return error(
+            400,
+            "bad_job",
+            f'unknown fields {unknown}: send "payload", and optionally "id" and "delay" or "at"',
+        )
+    delay, at = document.get("delay"), document.get("at")
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float)):
+        return error(400, "bad_delay", f'"delay" is seconds (a number), not {delay!r}')
+    if at is not None:
+        with suppress(ValueError):
+            at = datetime.datetime.fromisoformat(at) if isinstance(at, str) else at
+        if not isinstance(at, datetime.datetime):
+            return error(
+                400,
+                "bad_delay",
+                f'"at" is an ISO 8601 time with its zone, e.g. '
+                f'"2026-12-24T18:00:00+01:00", not {document["at"]!r}',
+            )
     job_id = document.get("id")
     if job_id is not None and not isinstance(job_id, str):
         return error(400, "bad_id", f'"id" must be a string, not {type(job_id).__name__}')
@@ -87,7 +124,7 @@ def _job_fields(body: bytes, header_id: str | None) -> tuple[Any, str | None] | 
                 "differ: give one of them",
             )
         job_id = header_id
-    return document["payload"], job_id
+    return _Fields(document["payload"], job_id, delay, at)
 
 
 async def post_job(request: Request, queue: Queue, max_body: int) -> JSONResponse:
@@ -99,9 +136,8 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
     fields = _job_fields(body, request.headers.get("idempotency-key"))
     if isinstance(fields, JSONResponse):
         return fields
-    payload, job_id = fields
     try:
-        receipt = await queue.submit(payload, id=job_id)
+        receipt = await queue.submit(fields.payload, id=fields.id, delay=fields.delay, at=fields.at)
     except IdempotencyConflict as exc:
         return error(
             409,
@@ -112,7 +148,7 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
             new_hash=exc.new_hash,
         )
     except (TypeError, ValueError) as exc:
-        return error(400, "bad_job", str(exc))
+        return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except BackendUnavailable as exc:
         return error(503, "unavailable", f"{exc}; nothing was stored: send it again")
     if receipt.deduplicated:

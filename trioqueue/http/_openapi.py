@@ -22,7 +22,11 @@ _RECEIPT: dict[str, Any] = {
     "properties": {
         "id": {"type": "string"},
         "deduplicated": {"type": "boolean"},
-        "queued": {"type": "boolean", "description": "On the ready queue (scheduled)."},
+        "queued": {"type": "boolean", "description": "On the ready queue now."},
+        "scheduled": {
+            "type": "boolean",
+            "description": "Stored until its due time (a delay or an at was given).",
+        },
     },
 }
 _RECORD: dict[str, Any] = {
@@ -31,7 +35,15 @@ _RECORD: dict[str, Any] = {
     "properties": {
         "id": {"type": "string"},
         "state": {
-            "enum": ["received", "processing", "completed", "failed_retry", "failed", "dropped"]
+            "enum": [
+                "received",
+                "scheduled",
+                "processing",
+                "completed",
+                "failed_retry",
+                "failed",
+                "dropped",
+            ]
         },
         "queued": {"type": "boolean"},
         "attempts": {"type": "integer", "minimum": 0},
@@ -39,6 +51,11 @@ _RECORD: dict[str, Any] = {
         "payload_hash": {"type": "string"},
         "created_at": {"type": "string", "format": "date-time"},
         "updated_at": {"type": "string", "format": "date-time"},
+        "due_at": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "When a scheduled job becomes ready; null for any other.",
+        },
         "payload_raw": {
             "type": "string",
             "description": "Bytes another program stored that are not JSON (payload is null).",
@@ -86,6 +103,16 @@ _NEW_JOB: dict[str, Any] = {
             "description": "The job's id, for idempotent ingest; null or absent for a fresh one.",
         },
         "payload": {"description": "Any JSON value."},
+        "delay": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "description": "Seconds until the job is due: it is stored, scheduled, until then.",
+        },
+        "at": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "When the job is due, ISO 8601 with its zone; not with delay.",
+        },
     },
 }
 _ADMIN: dict[str, Any] = {
@@ -143,8 +170,9 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         ),
                         "202": _json(
                             {"$ref": "#/components/schemas/Receipt"},
-                            "Stored but not scheduled: the ready queue is full (queued is "
-                            "false). It exists, and is scheduled as soon as room frees.",
+                            "Stored but not on the ready queue (queued is false): the queue is "
+                            "full, and it goes on as soon as room frees; or it was given a "
+                            "delay or an at (scheduled is true), and goes on when due.",
                             headers={"Location": {"schema": {"type": "string"}}},
                         ),
                         "200": _json(
