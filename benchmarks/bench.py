@@ -17,7 +17,10 @@ its range; targets are ratios measured in the same run:
   bare Hypercorn endpoint, 50 clients (``ingest.py``; target ≥ 0.5);
 - one logical queue on a local Redis Cluster of 3 masters: 1 shard against 3
   shards, several worker processes whose handlers make one Redis round trip
-  (``shards.py``).
+  (``shards.py``);
+- delayed jobs on Redis: lateness (start - due time) on an idle worker and at
+  1,000 due per second, beside the latency of jobs enqueued for at once
+  (``lateness.py``; target: idle p99 < 10 ms).
 
 Writes ``benchmarks/results/bench.json``, ``bench.md`` and ``failrate_capacity.png``.
 """
@@ -33,6 +36,7 @@ from typing import Any
 
 import failrate_capacity
 import ingest
+import lateness
 import memory_throughput
 import shards
 import trio
@@ -233,6 +237,27 @@ def markdown(data: dict[str, Any]) -> str:
             f"| 3 shards / 1 shard | {sharded['ratio_median']:.2f} "
             f"({sharded['ratio_range'][0]:.2f}–{sharded['ratio_range'][1]:.2f}) |",
         ]
+    late = data.get("lateness")
+    if late:
+        met = late["ms"]["idle"]["p99"]["median"] < late["target_idle_p99_ms"]
+        lines += [
+            "",
+            f"Delayed jobs on Redis: a pool of {late['workers']} workers in a process of its "
+            f"own; handler: {late['handler']}. Idle: {late['idle_jobs']} jobs one at a time, "
+            f"each sent while the pool waits; paced: {late['paced_jobs']:,} jobs due at "
+            f"{late['rate_per_s']:,} per second, enqueued ahead; immediate: the same pacing "
+            "without a delay (start - sent):",
+            "",
+            "| run | p50 ms | p99 ms | max ms |",
+            "|---|---|---|---|",
+            *(
+                f"| {kind} | {m['p50']['median']:.1f} | {m['p99']['median']:.1f} "
+                f"({m['p99']['min']:.1f}–{m['p99']['max']:.1f}) | {m['max']['median']:.1f} |"
+                for kind, m in late["ms"].items()
+            ),
+            f"| target: idle p99 < {late['target_idle_p99_ms']:g} ms | | "
+            f"{'met' if met else 'missed'} | |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -267,6 +292,7 @@ def main() -> None:
         server.close()
     data["ingest"] = ingest.measure(args.rounds, settings["ingest_requests"])
     data["shards"] = shards.measure(args.rounds, settings["shard_jobs"], processes=3)
+    data["lateness"] = lateness.measure(args.rounds, 3.0 / scale)
     write_results("bench", data, markdown(data))
     sweep_plot(data)
     print(markdown(data))

@@ -736,8 +736,14 @@ class RedisBackend:
             # (a delayed job enqueued meanwhile, due sooner, sends a wake element)
             wait = _until_due(left, due_in)
             # cancellable at once: a cancelled wait puts back what it moved (see blmove)
-            if self._clock is None:
+            if self._clock is None and not due_in:
                 element = await self._conn.blmove(ready, processing, wait)
+            elif self._clock is None:
+                # a due time is kept on this clock: Redis notices a BLMOVE's timeout only
+                # when its event loop wakes (every 100 ms on an idle server at hz 10)
+                element = None
+                with trio.move_on_after(wait):
+                    element = await self._conn.blmove(ready, processing, left)
             else:
                 # the server waits on the real clock, Trio's may be a mock one: the wait
                 # ends on Trio's clock, by the same cancellation that stops a pool
