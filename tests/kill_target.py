@@ -1,10 +1,12 @@
 """A worker process for the crash tests: runs a pool on Redis until it is killed.
 
-    python kill_target.py URL QUEUE MIN_IDLE [simple | stream]
+    python kill_target.py URL QUEUE MIN_IDLE [simple | stream | backoff]
 
 With ``stream``, QUEUE names a stream read through the group ``workers``.
 
-Each handler prints ``started <id>`` and then works for a long time.
+Each handler prints ``started <id>`` and then works for a long time; with
+``backoff`` it asks for a retry in 4 s instead (``Retry(delay=4)``), so the pool
+holds the job while it sleeps out the backoff.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ import trio
 
 import trioqueue
 
+BACKOFF = 4.0
+
 
 async def main(url: str, queue: str, min_idle: float, mode: str) -> None:
     async def handler(job: trioqueue.Job) -> None:
         print("started", job.id, flush=True)
+        if mode == "backoff":
+            raise trioqueue.Retry(delay=BACKOFF)
         await trio.sleep(3600)
 
     async with (

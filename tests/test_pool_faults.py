@@ -61,7 +61,9 @@ async def test_a_shutdown_right_after_a_failure_stops_the_new_sleeper(autojump_c
     assert report.released == 1
     record = await backend.status("j")
     assert record is not None
-    assert (record.state, record.queued) == (JobState.FAILED_RETRY, True)
+    assert (record.state, record.queued) == (JobState.FAILED_RETRY, False)  # until due
+    assert record.due_at is not None
+    assert record.due_at - record.updated_at == pytest.approx(100)
 
 
 async def test_an_outcome_the_backend_never_takes_is_given_back(autojump_clock):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -74,6 +75,53 @@ async def test_a_job_of_a_killed_worker_is_recovered_within_min_idle_and_a_sweep
         assert runs[0] <= min_idle + sweep + 1.0  # one second for the process to start
         stats = await backend.stats()
         assert (stats.recovered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+
+
+async def test_a_job_killed_mid_backoff_waits_out_the_rest_of_it(redis_server: RedisServer):
+    """SIGKILL while the pool sleeps out a 4 s backoff: the lease runs out after
+    min_idle (1 s) and the job is recovered, but its next attempt still waits for
+    the due time the failed attempt recorded on the server."""
+    name, min_idle, sweep = queue_name(), 1.0, 0.2
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
+        await Queue(backend).enqueue({"n": 1}, id="victim")
+        command = [sys.executable, str(TARGET), redis_server.url, name, str(min_idle), "backoff"]
+        worker = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+        try:
+            assert worker.stdout is not None
+            line = await trio.to_thread.run_sync(worker.stdout.readline)
+            assert line.strip() == "started victim"
+            # the failed attempt's outcome lands, with its due time (another process
+            # writes it: nothing here to wait on but the record)
+            with trio.fail_after(10):
+                while (record := await backend.status("victim")) is None or (  # noqa: ASYNC110
+                    record.state is not trioqueue.JobState.FAILED_RETRY
+                ):
+                    await trio.sleep(0.01)
+        finally:
+            worker.kill()  # SIGKILL mid-backoff: the sleeper's requeue never comes
+            await trio.to_thread.run_sync(worker.wait)
+            if worker.stdout is not None:
+                worker.stdout.close()
+        due_at = record.due_at
+        assert due_at is not None
+        assert due_at - record.updated_at == pytest.approx(4.0, abs=0.01)
+        starts: list[float] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            starts.append(time.time())
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, sweep_interval=sweep, poll_interval=0.2
+        ):
+            pass  # drains: the recovered job waits among the delayed ones until due
+        assert len(starts) == 1
+        # the server's clock and ours are one machine's: not early, and on time
+        assert due_at - 0.01 <= starts[0] < due_at + 0.5
+        stats = await backend.stats()
+        assert (stats.recovered, stats.succeeded, stats.retries, stats.gauges.held) == (1, 1, 1, 0)
+        record = await backend.status("victim")
+        assert record is not None
+        assert (record.state, record.attempts) == (trioqueue.JobState.COMPLETED, 2)
 
 
 async def test_a_simple_queue_never_reruns_a_killed_workers_job(redis_server: RedisServer):

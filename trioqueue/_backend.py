@@ -220,10 +220,16 @@ class Backend(Protocol):
         """Complete the job. False (and nothing changed) if the claim is stale."""
         ...
 
-    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
+    async def retry_later(
+        self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0
+    ) -> bool:
         """End an attempt that will be retried; the claim keeps the job until `requeue`.
 
         *error* is None when the handler asked for the retry by raising `Retry`.
+        The next attempt is due *delay* seconds from now: the backend keeps that
+        due time (the record's `JobRecord.due_at`), so a job released mid-backoff
+        (`release`) or recovered from a dead owner (`sweep`) waits out the rest of
+        its backoff among the delayed jobs instead of running early.
         """
         ...
 
@@ -240,7 +246,10 @@ class Backend(Protocol):
         ...
 
     async def release(self, claims: Sequence[Claim]) -> int:
-        """Put unfinished claims back at once, without counting an attempt; return how many."""
+        """Put unfinished claims back at once, without counting an attempt; return how many.
+
+        A job waiting to retry whose due time is ahead is stored until then.
+        """
         ...
 
     async def sweep(self) -> SweepReport:

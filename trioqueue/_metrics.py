@@ -167,11 +167,12 @@ class Gauges:
     inflight: int = 0
     """Jobs claimed by worker pools: running, or prefetched and about to run."""
     retry_waiting: int = 0
-    """Jobs sleeping out their backoff before the next attempt."""
+    """Jobs a pool holds while it sleeps out their backoff before the next attempt."""
     dead: int = 0
     """Dead letters held."""
     scheduled: int = 0
-    """Jobs stored until their due time (``enqueue(..., delay=...)``): not on the
+    """Jobs stored until their due time: delayed jobs (``enqueue(..., delay=...)``),
+    and retries given back mid-backoff by a pool that stopped or crashed. Not on the
     ready queue, not counted against its capacity."""
 
     @property

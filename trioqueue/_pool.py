@@ -9,7 +9,9 @@ Every claim the pool holds is in its `Books` (``_pool_books.py``) from the momen
 it is claimed until its outcome reaches the backend, through the shielded calls of
 its `Reporter` (``_pool_outcomes.py``). Whatever is still held when the pool stops
 (prefetched, cancelled, sleeping before a retry) is released back to the backend
-in one shielded call, so stopping never loses a job.
+in one shielded call, so stopping never loses a job. The backend knows when each
+sleeping retry is due (`Backend.retry_later`), so a released one waits out the
+rest of its backoff there.
 
 Every task reports its calls to one `OutageTracker` (``_outage.py``): an outage
 of the backend is logged once per step of one shared backoff, and its end once.
@@ -150,7 +152,8 @@ class WorkerPool:
 
         Prefetched jobs are not started, retry sleepers stop at once, and every
         unfinished job (cancelled, prefetched, waiting to retry) is put back in
-        the backend, where a later pool finishes it. A cancelled handler's
+        the backend, where a later pool finishes it; a job waiting to retry is
+        stored until its backoff ends, never run early. A cancelled handler's
         attempt is neither failed nor counted. Returns by *grace* + *io_timeout*
         at the latest, the time the backend gets to take the last outcomes and
         the jobs put back; jobs it could not take in time are recovered by the

@@ -174,7 +174,7 @@ class Reporter:
                 )
                 _log_traceback(job.id, error)
             case RetryAfter(delay, error):
-                call = partial(backend.retry_later, claim, error)
+                call = partial(backend.retry_later, claim, error, delay=delay)
                 logger.info(
                     "job %s attempt %d failed (%s); retrying in %.3fs",
                     job.id,

@@ -127,7 +127,11 @@ async def test_shutdown_cancels_after_grace_and_a_new_pool_finishes_the_jobs(
     assert (await backend.stats()).conserved
 
 
-async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, autojump_clock):
+async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once_with_their_backoff(
+    make_backend, autojump_clock
+):
+    """Nothing waits for a sleeping retry at shutdown; the jobs are given back stored
+    until their due times, and run then (tests/contract/test_backoff_survives.py)."""
     backend = await make_backend()
     queue = Queue(backend)
     healthy = False
@@ -146,13 +150,18 @@ async def test_shutdown_puts_jobs_waiting_to_retry_back_at_once(make_backend, au
         report = await pool.shutdown(grace=10)
         assert trio.current_time() == start  # nothing was running: no need to wait
     assert report == trioqueue.ShutdownReport(finished=0, cancelled=0, released=3)
+    due: list[float] = []
     for i in range(3):
         record = await backend.status(str(i))
         assert record is not None
-        assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, True)
+        assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, False)
+        assert record.due_at is not None
+        due.append(record.due_at - record.updated_at)  # what remains of its backoff
+    assert (await backend.stats()).gauges.scheduled == 3
     healthy = True
     async with trioqueue.open_worker_pool(backend, handler, retry=retry):
-        pass
+        pass  # drains: the last one runs at its due time
+    assert max(due) <= trio.current_time() - start < max(due) + 1
     snap = await backend.stats()
     assert (snap.succeeded, snap.failed, snap.gauges.held) == (3, 3, 0)
 
@@ -167,7 +176,7 @@ async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
         raise RuntimeError("fails while the pool drains")
 
     retry = RetryPolicy(base_delay=100, max_delay=100)
-    async with trioqueue.open_worker_pool(backend, handler, retry=retry) as pool:
+    async with trioqueue.open_worker_pool(backend, handler, retry=retry, seed=0) as pool:
         await Queue(backend).enqueue("p", id="j")
         await trio.sleep(1)
         report = await pool.shutdown(grace=5)
@@ -175,7 +184,10 @@ async def test_a_failure_during_the_grace_period_is_put_back_not_slept_on(
     assert report == trioqueue.ShutdownReport(finished=1, cancelled=0, released=1)
     record = await backend.status("j")
     assert record is not None
-    assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, True)
+    # stored until its backoff (seeded: 84 s) ends, not slept on by the stopping pool
+    assert (record.state, record.attempts, record.queued) == (JobState.FAILED_RETRY, 1, False)
+    assert record.due_at is not None
+    assert record.due_at - record.updated_at == pytest.approx(84.4, abs=0.1)
 
 
 async def test_a_second_shutdown_with_less_grace_cuts_the_grace_short(

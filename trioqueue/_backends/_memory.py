@@ -68,7 +68,8 @@ class _Entry:
     life_from: int = 0
     lease_until: float = 0.0
     extended_until: float | None = None  # the one more lease a silence gave it
-    due: float | None = None  # while it waits for its due time: when, on Trio's clock
+    # while it waits for its due time (delayed, or a retry's backoff): when, on Trio's clock
+    due: float | None = None
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -316,12 +317,17 @@ class MemoryBackend:
         """Return a claimed, unfinished job to the queue without counting an attempt.
 
         *front*: next in line, for a job taken in its turn already (given back by
-        a live pool, or recovered from a dead owner).
+        a live pool, or recovered from a dead owner). A job whose retry is due
+        later (see `retry_later`) is stored until then instead.
         """
         if entry.state is JobState.PROCESSING:
             target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
             entry.move(target, now)
         entry.updated_at = now
+        if entry.due is not None and entry.due > now:
+            self._defer(entry, entry.due)  # mid-backoff: it waits out the rest
+            return
+        entry.due = None
         self._schedule(entry, now, front=front)
 
     # --- producer side ---------------------------------------------------------------
@@ -516,6 +522,7 @@ class MemoryBackend:
                 token = entry.token  # another run's claim: it ends here
                 if entry.state is JobState.FAILED_RETRY:
                     entry.move(JobState.PROCESSING, self.now())
+                    entry.due = None  # its backoff ends with it
         if entry is not None:
             self._touch(self.now())
             now = self.now()
@@ -528,12 +535,19 @@ class MemoryBackend:
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
 
-    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
-        """End an attempt that will be retried; the claim keeps the job."""
+    async def retry_later(
+        self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0
+    ) -> bool:
+        """End an attempt that will be retried; the claim keeps the job.
+
+        The next attempt is due *delay* seconds from now (see `Backend.retry_later`).
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._live(claim)
         if entry is not None:
-            entry.move(JobState.FAILED_RETRY, self.now())
+            now = self.now()
+            entry.move(JobState.FAILED_RETRY, now)
+            entry.due = now + delay
             entry.attempts += 1
             self._metrics.processed += 1
             self._metrics.retries += 1
@@ -548,6 +562,7 @@ class MemoryBackend:
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._live(claim)
         if entry is not None:
+            entry.due = None
             self._schedule(entry, self.now())
             self._unclaim(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()

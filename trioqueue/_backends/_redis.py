@@ -826,9 +826,16 @@ class RedisBackend:
         """Complete the job; False if the claim is stale."""
         return await self._settle(claim, "ack")
 
-    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
-        """End an attempt that will be retried; the claim keeps the job."""
-        return await self._settle(claim, "retry", error)
+    async def retry_later(
+        self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0
+    ) -> bool:
+        """End an attempt that will be retried; the claim keeps the job.
+
+        The next attempt is due *delay* seconds from now on the server's clock (see
+        `Backend.retry_later`).
+        """
+        # the outcome's reason slot carries the delay: a retry has no reason
+        return await self._settle(claim, "retry", error, repr(float(delay)))
 
     async def requeue(self, claim: Claim) -> bool:
         """Put a job waiting to retry back on the queue."""

@@ -410,10 +410,12 @@ class ShardedBackend:
         shard, own = self._unwrap(claim)
         return await shard.ack(own)
 
-    async def retry_later(self, claim: Claim, error: ErrorInfo | None) -> bool:
+    async def retry_later(
+        self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0
+    ) -> bool:
         """End an attempt that will be retried; see `Backend.retry_later`."""
         shard, own = self._unwrap(claim)
-        return await shard.retry_later(own, error)
+        return await shard.retry_later(own, error, delay=delay)
 
     async def requeue(self, claim: Claim) -> bool:
         """Put a job waiting to retry back on its shard."""

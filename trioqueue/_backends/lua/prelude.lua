@@ -294,14 +294,24 @@ end
 -- Return a claimed, unfinished job to the queue without counting an attempt: next
 -- in line when front (a live pool gave it back, or its owner died: it was taken in
 -- its turn already), else at the back. suspect: put it among the suspects instead,
--- each of which is claimed alone.
+-- each of which is claimed alone. A job waiting to retry whose due time is ahead
+-- (settle.lua's retry) is stored until then instead: it waits out its backoff (it was
+-- not running, so it cannot be what killed its worker).
 local function putback(id, front, suspect)
   local key = jobkey(id)
   unclaim(id)
-  if redis.call('HGET', key, 's') == 'processing' then
+  local state = redis.call('HGET', key, 's')
+  if state == 'processing' then
     local attempts = tonumber(redis.call('HGET', key, 'a'))
     redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
+  elseif state == 'failed_retry' then
+    local due = tonumber(redis.call('HGET', key, 'due') or '')
+    if due and due > NOW then
+      defer(id, due)
+      return
+    end
   end
+  redis.call('HDEL', key, 'due')
   if suspect then
     redis.call('LPUSH', K_SUS, id)
     redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))

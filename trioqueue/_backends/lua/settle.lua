@@ -1,6 +1,8 @@
 -- Record the outcomes of attempts, in order. ARGV[8..]: groups of seven: id, token,
 -- kind, error type, error message, reason, error traceback. kind: ack, drop, dead, retry (the claim
--- keeps the job), requeue (a job that waited to retry goes back on the queue).
+-- keeps the job; reason: seconds until the next attempt is due, kept as the job's 'due'
+-- so that a put-back or recovery waits out the rest), requeue (a job that waited to
+-- retry goes back on the queue).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
 local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
@@ -31,6 +33,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   end
   if kind == 'requeue' then
     unclaim(id)
+    redis.call('HDEL', key, 'due')
     schedule(id)
     return age
   end
@@ -42,12 +45,13 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     count('failed')
   end
   if kind == 'retry' then
-    redis.call('HSET', key, 's', 'failed_retry')
+    redis.call('HSET', key, 's', 'failed_retry', 'due', stamp(NOW + (tonumber(reason) or 0)))
     redis.call('SADD', K_RETRY, id)  -- until its claim ends (unclaim)
     count('retries')
     return age
   end
   unclaim(id)
+  redis.call('HDEL', key, 'due')  -- a late success may end another run's backoff
   entry_done(id)  -- first: the retention below may forget the record, and its entry with it
   if kind == 'ack' then
     redis.call('HSET', key, 's', 'completed')
