@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from ._util import MAX_DELAY
+
 __all__ = [
     "BackendOutOfMemory",
     "BackendRefused",
@@ -166,7 +168,8 @@ class Retry(Exception):
 
     Args:
         delay: Seconds to wait before the next attempt. ``None`` puts the job
-            back on the queue at once.
+            back on the queue at once. The backend keeps the due time: a pool
+            that stops or crashes meanwhile does not make the attempt early.
     """
 
     def __init__(self, delay: float | None = None) -> None:
@@ -174,11 +177,11 @@ class Retry(Exception):
             isinstance(delay, bool)
             or not isinstance(delay, int | float)
             or not math.isfinite(delay)
-            or delay < 0
+            or not 0 <= delay <= MAX_DELAY
         ):
             raise ConfigurationError(
-                f"Retry(delay={delay!r}): give a finite number of seconds >= 0, or None to "
-                "retry at once"
+                f"Retry(delay={delay!r}): give a finite number of seconds from 0 to 100 years "
+                f"({MAX_DELAY:.0f}), or None to retry at once"
             )
         self.delay = delay
         super().__init__(f"retry requested (delay={delay!r})")

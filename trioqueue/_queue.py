@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import math
+import time
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
 from ._exceptions import ConfigurationError
 from ._payload import MAX_ID_LENGTH, MAX_PAYLOAD, canonical_json, new_job_id, payload_hash
+from ._util import MAX_DELAY
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -29,7 +31,8 @@ def due_time(
 
     Raises:
         TypeError: Both are given, or one has the wrong type.
-        ValueError: *delay* is negative or not finite, or *at* has no time zone.
+        ValueError: *delay* is negative or not finite, *at* has no time zone, or
+            either is more than `MAX_DELAY` (100 years) ahead.
     """
     if delay is not None and at is not None:
         raise TypeError("give a job delay=... or at=..., not both")
@@ -43,6 +46,11 @@ def due_time(
             raise ValueError(
                 f"at={at.isoformat()} has no time zone, so the moment it names is unknown: "
                 "give it one, e.g. datetime.now(timezone.utc) + timedelta(minutes=5)"
+            )
+        if at.timestamp() - time.time() > MAX_DELAY:
+            raise ValueError(
+                f"at={at.isoformat()} is more than 100 years ahead: give a moment within "
+                "that, or keep the job out of the queue until it is nearer"
             )
         return None, at.timestamp()
     if delay is None:
@@ -58,6 +66,11 @@ def due_time(
         )
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"delay={delay!r}: use a finite number of seconds >= 0")
+    if seconds > MAX_DELAY:
+        raise ValueError(
+            f"delay={delay!r} is more than 100 years ({MAX_DELAY:.0f} s): give a shorter "
+            "delay, or keep the job out of the queue until it is nearer"
+        )
     return (seconds or None), None
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._exceptions import ConfigurationError
+from ._util import MAX_DELAY
 
 if TYPE_CHECKING:
     import random
@@ -24,10 +25,11 @@ def _positive_int(instance: object, attribute: attrs.Attribute[int], value: int)
 
 def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not (
-        isinstance(value, int | float) and math.isfinite(value) and value >= 0
+        isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= MAX_DELAY
     ):
         raise ConfigurationError(
-            f"RetryPolicy({attribute.name}={value!r}): use a finite number of seconds >= 0"
+            f"RetryPolicy({attribute.name}={value!r}): use a number of seconds from 0 to "
+            f"100 years ({MAX_DELAY:.0f})"
         )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["fixup_module_metadata"]
+__all__ = ["MAX_DELAY", "fixup_module_metadata"]
+
+MAX_DELAY: Final = 100 * 365.25 * 86_400
+"""The longest wait before a job runs, in seconds (100 years): a delayed job's
+`delay`, an `at` this far ahead, a retry's delay. Beyond it a due time would be
+no moment anyone means, and past year 9999 no `datetime` can show it."""
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:

@@ -190,6 +190,14 @@ async def test_at_takes_an_aware_datetime_and_a_past_or_zero_due_is_at_once(
         ({"delay": "5"}, TypeError, "not str"),
         ({"delay": True}, TypeError, "not bool"),
         ({"at": datetime.datetime(2030, 1, 1)}, ValueError, "no time zone"),
+        # a due time nobody means, and past year 9999 none a record could show
+        ({"delay": 1e308}, ValueError, "more than 100 years"),
+        ({"delay": datetime.timedelta(days=101 * 366)}, ValueError, "more than 100 years"),
+        (
+            {"at": datetime.datetime(9999, 1, 1, tzinfo=datetime.UTC)},
+            ValueError,
+            "more than 100 years",
+        ),
         ({"at": 1700000000}, TypeError, "datetime"),
         (
             {"delay": 1, "at": datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)},

@@ -86,9 +86,10 @@ class TestRetrySignal:
         assert isinstance(decide(trioqueue.Retry(), 1, policy, _NoRandom()), DeadLetter)
         assert isinstance(decide(ValueError("x"), 1, policy, _NoRandom()), DeadLetter)
 
-    def test_negative_retry_delay_is_refused(self):
-        with pytest.raises(trioqueue.ConfigurationError, match="delay"):
-            trioqueue.Retry(delay=-1)
+    @pytest.mark.parametrize("delay", [-1, 1e308, 101 * 365.25 * 86_400])
+    def test_a_retry_delay_below_zero_or_beyond_100_years_is_refused(self, delay):
+        with pytest.raises(trioqueue.ConfigurationError, match="from 0 to 100 years"):
+            trioqueue.Retry(delay=delay)
 
 
 class TestFailure:

@@ -72,7 +72,9 @@ class TestValidation:
             RetryPolicy(max_attempts=value)
 
     @pytest.mark.parametrize("field", ["base_delay", "max_delay"])
-    @pytest.mark.parametrize("value", [-0.001, -1, math.nan, math.inf, -math.inf, "1", None])
+    @pytest.mark.parametrize(
+        "value", [-0.001, -1, math.nan, math.inf, -math.inf, "1", None, 1e308, 3.2e9]
+    )
     def test_bad_delay(self, field, value):
         with pytest.raises(trioqueue.ConfigurationError, match=rf"RetryPolicy\({field}="):
             RetryPolicy(**{field: value})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._payload import MAX_ID_LENGTH
+from .._util import MAX_DELAY
 
 __all__ = ["openapi_document"]
 
@@ -106,12 +107,15 @@ _NEW_JOB: dict[str, Any] = {
         "delay": {
             "type": ["number", "null"],
             "minimum": 0,
-            "description": "Seconds until the job is due: it is stored, scheduled, until then.",
+            "maximum": MAX_DELAY,
+            "description": "Seconds until the job is due: it is stored, scheduled, until then "
+            "(at most 100 years).",
         },
         "at": {
             "type": ["string", "null"],
             "format": "date-time",
-            "description": "When the job is due, ISO 8601 with its zone; not with delay.",
+            "description": "When the job is due, ISO 8601 with its zone, at most 100 years "
+            "ahead; not with delay.",
         },
     },
 }
