@@ -7,6 +7,7 @@ from Redis with ``trioqueue stats --json``, as an operator would.
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import os
 import queue as stdlib_queue
@@ -360,6 +361,54 @@ def test_bad_worker_settings_are_refused(target, options):
     result = target.run("worker", "cli_handlers:record", *options)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+
+
+def test_three_workers_running_one_cron_file_run_each_tick_once(target, workers, tmp_path):
+    """Every worker stores each tick under the same id: the queue keeps one job."""
+    cron = tmp_path / "cron.toml"
+    cron.write_text('[[schedule]]\nname = "beat"\nevery = 1\n', encoding="utf-8")
+    for _ in range(3):
+        workers.append(Worker(target, "cli_handlers:record", "--cron", str(cron)))
+    deadline = time.monotonic() + TIMEOUT
+    while target.stats()["counters"]["succeeded"] < 4:
+        assert time.monotonic() < deadline, "fewer than 4 ticks ran"
+        time.sleep(0.2)
+    stats = target.run("stats", "--interval", "0.05")
+    assert stats.returncode == 0, stats.stderr
+    assert "schedule beat: next tick " in stats.stdout
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.exit_status() == 0
+        worker.close()  # its output is all read
+    ran = [line.split()[1] for w in workers for line in list(w.out.queue) if line.startswith("ran")]
+    assert len(ran) == len(set(ran)) >= 4  # no tick ran twice
+    ticks = sorted(datetime.datetime.fromisoformat(job_id.split("@")[1]) for job_id in ran)
+    assert all(b - a == datetime.timedelta(seconds=1) for a, b in itertools.pairwise(ticks))
+    counters = target.stats()["counters"]
+    assert counters["succeeded"] == len(ran)
+    assert counters["deduplicated"] >= len(ran)  # each tick was offered by more than one
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[[schedule]]\nname = 'x'\n", "give cron='…'"),
+        ("[[schedule]]\nname = 'x'\ncron = '61 * * * *'\n", "not a cron expression"),
+        ("[[schedule]]\nname = 'x'\nevery = 1\nzone = 'UTC'\n", "unknown keys ['zone']"),
+        ("name = 'x'\n", "give one [[schedule]] table per schedule"),
+        ("[[schedule\n", "not a TOML file"),
+    ],
+)
+def test_a_bad_cron_file_is_a_one_line_error_naming_the_file(target, tmp_path, content, said):
+    cron = tmp_path / "cron.toml"
+    cron.write_text(content, encoding="utf-8")
+    result = target.run("worker", "cli_handlers:record", "--cron", str(cron))
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert f"--cron {cron}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    target.assert_untouched()
 
 
 # --- enqueue --------------------------------------------------------------------------

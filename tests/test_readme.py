@@ -26,8 +26,8 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_has_its_four_examples():
-    assert len(examples()) == 4
+def test_the_readme_has_its_five_examples():
+    assert len(examples()) == 5
 
 
 def test_the_first_example_runs_and_prints_a_readable_report():
@@ -62,9 +62,19 @@ def test_the_delayed_example_runs_each_job_when_due_in_due_order():
     assert float(at_2.removesuffix(" s")) >= 0.9  # at= counts on the wall clock: ~1 s
 
 
+def test_the_schedule_example_runs_a_tick_a_second_and_names_the_next_nightly_one():
+    result = run(examples()[3])
+    assert result.returncode == 0, result.stderr
+    nightly, *ticks = result.stdout.splitlines()
+    assert re.fullmatch(r"nightly next at \d{4}-\d\d-\d\d \d\d:00:00\+00:00", nightly)
+    assert 2 <= len(ticks) <= 3  # 2.5 s of a tick a second
+    assert len(set(ticks)) == len(ticks)
+    assert all(re.fullmatch(r"heartbeat@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", t) for t in ticks)
+
+
 def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
-    code = examples()[3].replace("redis://localhost:6379/0", redis_server.url)
-    assert code != examples()[3]
+    code = examples()[4].replace("redis://localhost:6379/0", redis_server.url)
+    assert code != examples()[4]
     result = run(code)
     assert result.returncode == 0, result.stderr
     assert "counters: enqueued=1000" in result.stdout

@@ -49,6 +49,10 @@ from ._records import JobRecord as JobRecord
 from ._records import JobState as JobState
 from ._records import Retention as Retention
 from ._retry import RetryPolicy as RetryPolicy
+from ._schedule import MissedTicks as MissedTicks
+from ._schedule import Schedule as Schedule
+from ._scheduler import Scheduler as Scheduler
+from ._scheduler import open_scheduler as open_scheduler
 from ._util import fixup_module_metadata
 
 __version__ = "0.1.0.dev0"
@@ -76,6 +80,7 @@ __all__ = [
     "MemoryBackend",
     "Metrics",
     "MetricsSnapshot",
+    "MissedTicks",
     "NewJob",
     "Queue",
     "QueueFull",
@@ -86,12 +91,15 @@ __all__ = [
     "Retention",
     "Retry",
     "RetryPolicy",
+    "Schedule",
+    "Scheduler",
     "ShardedBackend",
     "ShutdownReport",
     "StreamSource",
     "SweepReport",
     "TrioqueueError",
     "WorkerPool",
+    "open_scheduler",
     "open_worker_pool",
     "reply_id",
 ]

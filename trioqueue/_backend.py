@@ -283,3 +283,14 @@ class Backend(Protocol):
             JobNotFound: *job_id* is not a dead letter.
         """
         ...
+
+    async def mark_schedule(self, name: str, tick: float) -> None:
+        """Record that schedule *name*'s tick at *tick* (seconds since the epoch) is stored.
+
+        A later tick recorded already stays (see `open_scheduler`).
+        """
+        ...
+
+    async def schedule_marks(self) -> dict[str, float]:
+        """Each schedule's latest tick stored in the queue (`mark_schedule`)."""
+        ...

@@ -190,6 +190,14 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
         "off up to 15 s between tries (default: never)",
     )
     worker.add_argument(
+        "--cron",
+        metavar="FILE",
+        default=None,
+        help="also run the schedules of this TOML file ([[schedule]] tables: name, and cron = "
+        "'0 3 * * *' or every = SECONDS; timezone, payload, missed = skip|latest|all): "
+        "each tick becomes one job on the queue, however many workers run the same file",
+    )
+    worker.add_argument(
         "--metrics-port", type=port, default=None, help="serve Prometheus /metrics on this port"
     )
     worker.add_argument(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -20,6 +21,7 @@ from ._metrics import COUNTER_NAMES
 from ._queue import Queue, prepare
 from ._record_json import iso_time, record_json
 from ._records import JobState
+from ._scheduler import describe_marks
 
 if TYPE_CHECKING:
     import argparse
@@ -246,9 +248,11 @@ async def run_stats(args: argparse.Namespace) -> int:
         while True:
             await trio.sleep(args.interval)
             info, snap = await backend.inspect(), await backend.stats()
+            marks = await backend.schedule_marks()
             rate = (snap.finished - previous.finished) / args.interval
             previous = snap
-            print(_stats_text(args, info, snap, rate), flush=True)
+            schedules = describe_marks(marks, time.time())
+            print(_stats_text(args, info, snap, rate, schedules), flush=True)
             if not args.watch:
                 return 0
 
@@ -279,12 +283,22 @@ async def _check_queue_exists(
 
 
 def _stats_text(
-    args: argparse.Namespace, info: QueueInfo, snap: MetricsSnapshot, rate: float
+    args: argparse.Namespace,
+    info: QueueInfo,
+    snap: MetricsSnapshot,
+    rate: float,
+    schedules: list[dict[str, Any]],
 ) -> str:
     if args.json:
         counters = {name: getattr(snap, name) for name in COUNTER_NAMES}
         return json.dumps(
-            {"queue": args.queue, **attrs.asdict(info), "counters": counters, "per_second": rate}
+            {
+                "queue": args.queue,
+                **attrs.asdict(info),
+                "counters": counters,
+                "per_second": rate,
+                "schedules": schedules,
+            }
         )
     oldest = "none" if info.oldest_claim_age is None else f"oldest {info.oldest_claim_age:.1f}s"
     return "\n".join(
@@ -295,6 +309,11 @@ def _stats_text(
             "finished records kept",
             "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
             f"throughput: {rate:.1f} jobs/s finished over the last {args.interval:g}s",
+            *(
+                f"schedule {printable(s['name'])}: next tick {s['next_tick']}"
+                + (" (overdue: is a scheduler running?)" if s["overdue"] else "")
+                for s in schedules
+            ),
         ]
     )
 

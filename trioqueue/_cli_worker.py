@@ -30,9 +30,12 @@ import trio
 
 from ._backends._redis_url import CredentialsRefused, redacted
 from ._cli_args import UsageError, load_handler, redis_backend
-from ._exceptions import BackendUnavailable
+from ._cron_file import load_schedules
+from ._exceptions import BackendUnavailable, ConfigurationError
 from ._pool import open_worker_pool
+from ._queue import Queue
 from ._retry import RetryPolicy
+from ._scheduler import open_scheduler
 
 if TYPE_CHECKING:
     import argparse
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from ._backends._sharded import ShardedBackend
     from ._pool import Handler, WorkerPool
     from ._pool_config import ShutdownReport
+    from ._schedule import Schedule
 
 __all__ = ["EXIT_CANCELLED", "EXIT_GAVE_UP", "run_worker"]
 
@@ -91,6 +95,10 @@ async def run_worker(args: argparse.Namespace) -> int:
     retry = RetryPolicy(
         max_attempts=args.max_attempts, base_delay=args.base_delay, max_delay=args.max_delay
     )
+    try:
+        schedules = [] if args.cron is None else load_schedules(args.cron)
+    except ConfigurationError as error:
+        raise UsageError(str(error)) from None
     if args.metrics_port is not None:
         try:
             import prometheus_client  # noqa: F401 - here, to refuse before starting
@@ -109,7 +117,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         # the give-up limit cover a Redis that is down from the start too
         async with backend:
             try:
-                report = await _serve(backend, handler, retry, args, signals)
+                report = await _serve(backend, handler, retry, schedules, args, signals)
             except BackendUnavailable as exc:
                 if args.give_up_after is None:
                     raise  # not ours to explain: the pool retries for ever
@@ -140,10 +148,11 @@ async def _serve(
     backend: RedisBackend | ShardedBackend,
     handler: Handler,
     retry: RetryPolicy,
+    schedules: list[Schedule],
     args: argparse.Namespace,
     signals: AsyncIterator[int],
 ) -> ShutdownReport:
-    """Run the pool (and the metrics server) until a signal; the shutdown's report.
+    """Run the pool (the metrics server, the schedules) until a signal; the shutdown's report.
 
     Raises:
         BackendUnavailable: Redis stayed unreachable for ``--give-up-after`` seconds.
@@ -173,6 +182,8 @@ async def _serve(
                 give_up_after=args.give_up_after,
             ) as pool:
                 nursery.start_soon(_say_when_ready, pool, backend, args)
+                if schedules:
+                    nursery.start_soon(_run_schedules, backend, schedules)
                 report = await _serve_until_signalled(pool, args.grace, signals)
         except BackendUnavailable as exc:  # the pool gave up (it retries any other outage)
             gave_up = exc
@@ -181,6 +192,12 @@ async def _serve(
     if gave_up is not None:
         raise gave_up  # raised here, not in the nursery: no exception group
     return report
+
+
+async def _run_schedules(backend: RedisBackend | ShardedBackend, schedules: list[Schedule]) -> None:
+    """Run *schedules* until cancelled (the worker stops); outages are waited out."""
+    async with open_scheduler(Queue(backend), schedules):
+        await trio.sleep_forever()
 
 
 async def _say_when_ready(

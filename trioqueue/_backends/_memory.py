@@ -135,6 +135,7 @@ class MemoryBackend:
         # see _touch: when a worker last reached the backend, when the last silence ended
         self._seen: float | None = None
         self._quiet_end = -math.inf
+        self._marks: dict[str, float] = {}  # each schedule's latest tick stored
 
     def __repr__(self) -> str:
         g = self._gauges()
@@ -618,6 +619,16 @@ class MemoryBackend:
         self._metrics.released += released
         await trio.lowlevel.cancel_shielded_checkpoint()
         return released
+
+    async def mark_schedule(self, name: str, tick: float) -> None:
+        """Record schedule *name*'s latest tick stored; see `Backend.mark_schedule`."""
+        await trio.lowlevel.checkpoint()
+        self._marks[name] = max(tick, self._marks.get(name, tick))
+
+    async def schedule_marks(self) -> dict[str, float]:
+        """Each schedule's latest tick stored; see `Backend.schedule_marks`."""
+        await trio.lowlevel.checkpoint()
+        return dict(self._marks)
 
     async def sweep(self) -> SweepReport:
         """Schedule unqueued jobs, recover expired claims, evict old finished records."""

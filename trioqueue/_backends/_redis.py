@@ -583,6 +583,19 @@ class RedisBackend:
             total += purged
         return total
 
+    async def mark_schedule(self, name: str, tick: float) -> None:
+        """Record schedule *name*'s latest tick stored; see `Backend.mark_schedule`.
+
+        Kept in the queue's config hash (``cron:<name>``), so it lives and expires
+        with the queue's settings.
+        """
+        await self._run("mark_schedule", name, repr(float(tick)))
+
+    async def schedule_marks(self) -> dict[str, float]:
+        """Each schedule's latest tick stored; see `Backend.schedule_marks`."""
+        flat = await self._run("schedule_marks")
+        return {text(name): float(tick) for name, tick in zip(flat[::2], flat[1::2], strict=True)}
+
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
         counters, gauges = await self._run("stats")

@@ -22,11 +22,22 @@ SCRIPT_NAMES: Final = (
     "pending",
     "configure",
     "settings",
+    "mark_schedule",
+    "schedule_marks",
 )
 
 
 READ_ONLY: Final = frozenset(
-    {"stats", "inspect", "pending", "purge_dead", "renew", "configure", "settings"}
+    {
+        "stats",
+        "inspect",
+        "pending",
+        "purge_dead",
+        "renew",
+        "configure",
+        "settings",
+        "schedule_marks",
+    }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""
 
@@ -46,6 +57,7 @@ FLAGS: Final = {
     "inspect": "no-writes,allow-oom",
     "pending": "no-writes,allow-oom",
     "settings": "no-writes,allow-oom",
+    "schedule_marks": "no-writes,allow-oom",
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

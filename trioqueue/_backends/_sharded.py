@@ -248,6 +248,14 @@ class ShardedBackend:
         """Put a dead letter back on its shard; see `Backend.requeue_dead`."""
         return await self.shard_for(job_id).requeue_dead(job_id)
 
+    async def mark_schedule(self, name: str, tick: float) -> None:
+        """Record schedule *name*'s latest tick stored, on the first shard."""
+        await self._shards[0].mark_schedule(name, tick)
+
+    async def schedule_marks(self) -> dict[str, float]:
+        """Each schedule's latest tick stored, from the first shard."""
+        return await self._shards[0].schedule_marks()
+
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget one dead letter (on its shard), or every shard's; how many."""
         if job_id is not None:
