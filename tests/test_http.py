@@ -272,6 +272,38 @@ async def test_a_batch_is_checked_whole_then_stored_with_one_result_per_job(back
         assert results[2]["stored_hash"] != results[2]["new_hash"]
 
 
+async def test_a_batch_job_may_be_due_later_and_a_bad_due_time_refuses_the_batch(backend):
+    async with served(create_app(backend)) as http:
+        bad = await http.post(
+            "/jobs/batch",
+            json={"jobs": [{"id": "a", "payload": 1}, {"id": "b", "payload": 2, "delay": -1}]},
+        )
+        assert (bad.status_code, bad.json()["error"]) == (400, "bad_delay")
+        assert "job 1 of the batch (nothing was stored)" in bad.json()["message"]
+        assert await backend.status("a") is None
+        wrong_type = await http.post("/jobs/batch", json={"jobs": [{"payload": 1, "at": "soon"}]})
+        assert (wrong_type.status_code, wrong_type.json()["error"]) == (400, "bad_delay")
+        assert wrong_type.json()["message"].startswith('job 0: "at" is an ISO 8601 time')
+        done = await http.post(
+            "/jobs/batch",
+            json={
+                "jobs": [
+                    {"id": "later", "payload": 1, "delay": 3600},
+                    {"id": "at", "payload": 2, "at": "2099-01-01T00:00:00+00:00"},
+                    {"id": "now", "payload": 3},
+                ]
+            },
+        )
+        results = done.json()["results"]
+        assert [(r["id"], r["status"], r["scheduled"]) for r in results] == [
+            ("later", 202, True),
+            ("at", 202, True),
+            ("now", 201, False),
+        ]
+        record = (await http.get("/jobs/at")).json()
+        assert (record["state"], record["due_at"]) == ("scheduled", "2099-01-01T00:00:00.000Z")
+
+
 async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
     """Make *count* dead letters d0, d1, ...: one attempt each, failing."""
     await trioqueue.Queue(backend).enqueue_many(

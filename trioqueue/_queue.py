@@ -159,6 +159,11 @@ class Queue:
         """The backend's metrics; call ``.snapshot()`` to read them."""
         return self._backend.metrics
 
+    @property
+    def max_payload(self) -> int:
+        """The most bytes a payload may take as canonical JSON."""
+        return self._max_payload
+
     async def enqueue(
         self,
         payload: Any,
@@ -237,7 +242,12 @@ class Queue:
         return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
-        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+        self,
+        payloads: Iterable[Any],
+        *,
+        ids: Iterable[str | None] | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
     ) -> list[AddResult]:
         """Add many jobs in order, waiting for room as `enqueue` does; one result per job.
 
@@ -256,32 +266,55 @@ class Queue:
             payloads: JSON-serialisable values, one per job.
             ids: The job ids, one per payload (None for a fresh one), or None for
                 fresh ids throughout.
+            delay: Seconds (or a `datetime.timedelta`) until every job of the batch
+                is due, as for `enqueue`; they are stored until then and never wait
+                for room.
+            at: When every job of the batch is due (an aware `datetime`); not with
+                *delay*.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;
-                the message names the job's place in the batch.
+                the message names the job's place in the batch. Both *delay* and
+                *at* are given.
             ValueError: As `enqueue` says, or *ids* is not as long as *payloads*.
         """
-        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.WAIT)
+        jobs = self._prepare_many(payloads, ids, delay, at)
+        return await self._backend.add_many(jobs, AddMode.WAIT)
 
     async def try_enqueue_many(
-        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+        self,
+        payloads: Iterable[Any],
+        *,
+        ids: Iterable[str | None] | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, without waiting: a job that finds the queue full gets `QueueFull`.
 
         The jobs before it were accepted; a later job that exists already is
         still found (its receipt, or its conflict).
         """
-        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.NOWAIT)
+        jobs = self._prepare_many(payloads, ids, delay, at)
+        return await self._backend.add_many(jobs, AddMode.NOWAIT)
 
     async def submit_many(
-        self, payloads: Iterable[Any], *, ids: Iterable[str | None] | None = None
+        self,
+        payloads: Iterable[Any],
+        *,
+        ids: Iterable[str | None] | None = None,
+        delay: Delay | None = None,
+        at: datetime.datetime | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
-        return await self._backend.add_many(self._prepare_many(payloads, ids), AddMode.SUBMIT)
+        jobs = self._prepare_many(payloads, ids, delay, at)
+        return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
     def _prepare_many(
-        self, payloads: Iterable[Any], ids: Iterable[str | None] | None
+        self,
+        payloads: Iterable[Any],
+        ids: Iterable[str | None] | None,
+        delay: Delay | None,
+        at: datetime.datetime | None,
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
@@ -299,7 +332,7 @@ class Queue:
         jobs = []
         for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
             try:
-                jobs.append(prepare(payload, job_id, self._max_payload))
+                jobs.append(prepare(payload, job_id, self._max_payload, delay=delay, at=at))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"job {n} of the batch (nothing was sent): {exc}") from exc
         return jobs

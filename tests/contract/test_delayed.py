@@ -182,6 +182,27 @@ async def test_at_takes_an_aware_datetime_and_a_past_or_zero_due_is_at_once(
     assert td.due_at == pytest.approx(td.created_at + 120, abs=0.05)
 
 
+async def test_a_batch_may_be_due_later_together(make_backend, autojump_clock):
+    backend = await make_backend(capacity=2)
+    queue = Queue(backend)
+    # three jobs into room for two: due later, they take none, so nothing waits
+    results = await queue.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"], delay=10)
+    assert [r.scheduled for r in results] == [True, True, True]  # type: ignore[union-attr]
+    assert (await queue.stats()).gauges.scheduled == 3
+    assert await backend.claim(3, lease=30, block=0) == []
+    await trio.sleep(10.1)
+    claims = await backend.claim(3, lease=30, block=0)  # the ready queue holds two
+    assert sorted(c.job.id for c in claims) == ["a", "b"]
+    for claim in claims:
+        assert await backend.ack(claim)
+    [last] = await backend.claim(3, lease=30, block=0)  # the third moved into the room
+    assert last.job.id == "c"
+    assert await backend.ack(last)
+    assert (await queue.stats()).conserved
+    with pytest.raises(TypeError, match="not both"):
+        await queue.submit_many([1], delay=1, at=datetime.datetime.now(datetime.UTC))
+
+
 @pytest.mark.parametrize(
     ("options", "error", "words"),
     [

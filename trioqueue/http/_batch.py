@@ -1,10 +1,12 @@
 """``POST /jobs/batch``: many jobs in one request, all checked before any is stored.
 
-The body is ``{"jobs": [{"id": ..., "payload": ...}, ...]}``. Every job is checked
-first (the same checks as ``POST /jobs``); one bad job refuses the whole batch
-with 400, naming its place, and stores nothing. Then they are stored with
-`Queue.submit_many`, one result per job, in order, each with the status a single
-``POST /jobs`` would have answered (201, 202, 200 or 409).
+The body is ``{"jobs": [{"id": ..., "payload": ..., "delay": ...}, ...]}``: each job
+may have a ``delay`` (seconds) or an ``at`` (ISO 8601 with its zone), as for
+``POST /jobs``. Every job is checked first (the same checks as ``POST /jobs``);
+one bad job refuses the whole batch with 400, naming its place, and stores
+nothing. Then they are stored as `Queue.submit_many` does, one result per job, in
+order, each with the status a single ``POST /jobs`` would have answered (201,
+202, 200 or 409).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backend import Receipt
+from .._backend import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
-from ._jobs import BodyTooLarge, error, read_body, receipt_json
+from .._queue import prepare
+from ._jobs import BodyTooLarge, due_fields, error, read_body, receipt_json
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -26,28 +29,39 @@ __all__ = ["MAX_BATCH", "post_batch"]
 
 MAX_BATCH: Final = 10_000
 """The most jobs one batch request may hold."""
+_FIELDS: Final = frozenset({"id", "payload", "delay", "at"})
 
 
-def _checked(document: Any) -> tuple[list[Any], list[str | None]] | JSONResponse:
-    """The payloads and ids of a batch body, or the 400 naming the first bad job."""
+def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
+    """The jobs of a batch body, checked and encoded, or the 400 naming the first bad one."""
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, list) or set(document) != {"jobs"}:
         return error(400, "bad_batch", 'send {"jobs": [{"id": ..., "payload": ...}, ...]}')
     if not 1 <= len(jobs) <= MAX_BATCH:
         return error(400, "bad_batch", f"send 1 to {MAX_BATCH:,} jobs per batch, not {len(jobs):,}")
-    payloads: list[Any] = []
-    ids: list[str | None] = []
+    checked: list[NewJob] = []
     for place, job in enumerate(jobs):
-        if not isinstance(job, dict) or "payload" not in job or set(job) - {"id", "payload"}:
+        if not isinstance(job, dict) or "payload" not in job or set(job) - _FIELDS:
             return error(
-                400, "bad_job", f'job {place}: send an object with "payload" and optionally "id"'
+                400,
+                "bad_job",
+                f'job {place}: send an object with "payload", and optionally "id" and "delay" '
+                'or "at"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
             return error(400, "bad_id", f'job {place}: "id" must be a string')
-        payloads.append(job["payload"])
-        ids.append(job_id)
-    return payloads, ids
+        due = due_fields(job, f"job {place}: ")
+        if isinstance(due, JSONResponse):
+            return due
+        delay, at = due
+        try:
+            new = prepare(job["payload"], job_id, queue.max_payload, delay=delay, at=at)
+        except (TypeError, ValueError) as exc:
+            kind = "bad_delay" if delay is not None or at is not None else "bad_job"
+            return error(400, kind, f"job {place} of the batch (nothing was stored): {exc}")
+        checked.append(new)
+    return checked
 
 
 async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONResponse:
@@ -60,14 +74,13 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
         document = json.loads(body)
     except (ValueError, RecursionError) as exc:
         return error(400, "bad_json", f"the body is not JSON ({exc})")
-    checked = _checked(document)
+    checked = _checked(document, queue)
     if isinstance(checked, JSONResponse):
         return checked
-    payloads, ids = checked
     try:
-        results = await queue.submit_many(payloads, ids=ids)
-    except (TypeError, ValueError) as exc:  # the library's checks name the job's place
-        return error(400, "bad_job", str(exc))
+        results = await queue.backend.add_many(checked, AddMode.SUBMIT)  # as submit_many
+    except ValueError as exc:  # a stream source refuses a due time
+        return error(400, "bad_delay", str(exc))
     except BackendUnavailable as exc:
         return error(
             503, "unavailable", f"{exc}; some jobs may be stored: send the batch again with ids"

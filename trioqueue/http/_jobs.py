@@ -80,6 +80,29 @@ class _Fields:
     at: datetime.datetime | None
 
 
+def due_fields(
+    document: dict[str, Any], where: str = ""
+) -> tuple[float | None, datetime.datetime | None] | JSONResponse:
+    """A job's ``delay`` and ``at``, their types checked, or the 400 that says what is wrong.
+
+    The queue checks their values. *where* starts the message (``"job 3: "``).
+    """
+    delay, at = document.get("delay"), document.get("at")
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float)):
+        return error(400, "bad_delay", f'{where}"delay" is seconds (a number), not {delay!r}')
+    if at is not None:
+        with suppress(ValueError):
+            at = datetime.datetime.fromisoformat(at) if isinstance(at, str) else at
+        if not isinstance(at, datetime.datetime):
+            return error(
+                400,
+                "bad_delay",
+                f'{where}"at" is an ISO 8601 time with its zone, e.g. '
+                f'"2026-12-24T18:00:00+01:00", not {document["at"]!r}',
+            )
+    return delay, at
+
+
 def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
     """The job a ``POST /jobs`` body names, or the 400 that says what is wrong."""
     try:
@@ -99,19 +122,10 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id" and "delay" or "at"',
         )
-    delay, at = document.get("delay"), document.get("at")
-    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float)):
-        return error(400, "bad_delay", f'"delay" is seconds (a number), not {delay!r}')
-    if at is not None:
-        with suppress(ValueError):
-            at = datetime.datetime.fromisoformat(at) if isinstance(at, str) else at
-        if not isinstance(at, datetime.datetime):
-            return error(
-                400,
-                "bad_delay",
-                f'"at" is an ISO 8601 time with its zone, e.g. '
-                f'"2026-12-24T18:00:00+01:00", not {document["at"]!r}',
-            )
+    due = due_fields(document)
+    if isinstance(due, JSONResponse):
+        return due
+    delay, at = due
     job_id = document.get("id")
     if job_id is not None and not isinstance(job_id, str):
         return error(400, "bad_id", f'"id" must be a string, not {type(job_id).__name__}')
