@@ -146,13 +146,16 @@ def bench_peers(session: nox.Session) -> None:
 
     Installs the peers (pinned in the ``peers`` dependency group) in this
     session's own environment. Writes benchmarks/results/peers.{json,md} and the
-    plots. About 20 minutes; ``-- --rounds 1`` for a quicker look.
+    plots. About 20 minutes; ``-- --rounds 1`` for a quicker look. Then delayed
+    jobs' lateness beside arq's and saq's (``deferred_peers.py``, 3 rounds, about
+    two minutes): benchmarks/results/deferred.{json,md}.
     """
     session.install(".[redis,cli,coredis]")
     install_group(session, "test")
     install_group(session, "bench")
     install_group(session, "peers")
     session.run("python", "benchmarks/peers.py", *session.posargs)
+    session.run("python", "benchmarks/deferred_peers.py")
 
 
 # `nox -s mutants`: the pure modules it mutates, and the unit tests that exercise them.

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RESULTS",
     "RedisServer",
+    "deferred_round",
     "find_server_binary",
     "latency_round",
     "machine",
@@ -189,6 +190,28 @@ def latency_round(
         "duplicates": result["duplicates"],
         "missing": result["missing"],
         "latencies": result["latencies"],
+    }
+
+
+def deferred_round(
+    url: str, script: str, variant: list[str], jobs: int, rate: float, lead: float
+) -> dict[str, Any]:
+    """Delayed jobs: *jobs* sent at once, due at *rate*/s from *lead* s on; start - due."""
+    flush(url)
+    worker = _start_worker(url, script, jobs, [*variant, "--concurrency", "32"], 120)
+    try:
+        _wait_ready(worker, timeout=60)
+        time.sleep(READY_SETTLE)  # let it reach its idle wait (a benchmark, not a test)
+        extra = [*variant, "--rate", str(rate), "--defer", str(lead)]
+        subprocess.run(_adapter(script, "enqueue", url, jobs, extra), check=True, timeout=600)
+        result = _work_result(worker, timeout=150)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    return {
+        **percentiles(result["latencies"]),
+        "duplicates": result["duplicates"],
+        "missing": result["missing"],
     }
 
 

@@ -9,7 +9,11 @@ functions of its own:
     job at a time would. When ``args.rate`` is set, wait ``args.delay(i)``
     seconds (in the system's own event loop) before job *i*, so the jobs go out
     at that rate. Returns when every job is in Redis; :func:`main` then prints
-    how long it took, as JSON (``enqueue_seconds``).
+    how long it took, as JSON (``enqueue_seconds``). With ``args.defer`` (the
+    systems that run a job later, ``DEFERRED`` in ``peers.py``), send every job at
+    once, each due at ``args.due(i)`` (seconds since the epoch): the jobs come due
+    at ``args.rate`` per second, starting ``args.defer`` seconds from now, and the
+    latency recorded is the lateness (start - due time).
 
 ``work(args, recorder)``
     Run one worker of the system with ``args.concurrency`` jobs at a time, in
@@ -54,16 +58,27 @@ class Args(argparse.Namespace):
     timeout: float
     variant: str
     handler_io: str
+    defer: float | None
 
     def payload(self, i: int) -> dict[str, Any]:
-        """Job *i*'s payload: ``{"i": i}``, plus its enqueue time when paced."""
+        """Job *i*'s payload: ``{"i": i}``, plus its enqueue time (or due time) when paced."""
         if self.rate is None:
             return {"i": i}
+        if self.defer is not None:  # its due time on CLOCK_MONOTONIC: the lateness counts
+            return {"i": i, "t": time.monotonic() + self.due(i) - time.time()}
         return {"i": i, "t": time.monotonic()}  # CLOCK_MONOTONIC: one clock per machine
+
+    def due(self, i: int) -> float:
+        """With ``defer``: when job *i* is due, in seconds since the epoch."""
+        assert self.defer is not None
+        assert self.rate is not None
+        if not hasattr(self, "_first_due"):
+            self._first_due = time.time() + self.defer
+        return self._first_due + i / self.rate
 
     def delay(self, i: int) -> float:
         """Seconds to wait before enqueueing job *i* so that jobs go out at ``rate``."""
-        if self.rate is None:
+        if self.rate is None or self.defer is not None:
             return 0.0
         if i == 0:
             self._t0 = time.monotonic()
@@ -138,6 +153,7 @@ def main(
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--variant", choices=variants, default=variants[0])
     parser.add_argument("--handler-io", choices=("none", "redis"), default="none")
+    parser.add_argument("--defer", type=float, default=None, help="seconds before the first due")
     args = parser.parse_args(namespace=Args())
     if args.command == "enqueue":
         start = time.monotonic()  # after the imports: connecting and every enqueue call

@@ -24,6 +24,7 @@ Settings, each chosen as what a user who wants speed would deploy:
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from _adapter import Args, Recorder, main
@@ -43,7 +44,11 @@ def enqueue(args: Args) -> None:
                 delay = args.delay(i)
                 if delay:
                     await asyncio.sleep(delay)
-                await redis.enqueue_job(FUNCTION, args.payload(i))
+                if args.defer is None:
+                    await redis.enqueue_job(FUNCTION, args.payload(i))
+                else:
+                    due = datetime.datetime.fromtimestamp(args.due(i), datetime.UTC)
+                    await redis.enqueue_job(FUNCTION, args.payload(i), _defer_until=due)
         finally:
             await redis.aclose()
 

@@ -38,7 +38,10 @@ def enqueue(args: Args) -> None:
                 delay = args.delay(i)
                 if delay:
                     await asyncio.sleep(delay)
-                await queue.enqueue(Job(function=FUNCTION, kwargs=args.payload(i), ttl=-1))
+                # saq's scheduled: when the job is due, in seconds since the epoch (0: now)
+                scheduled = 0.0 if args.defer is None else args.due(i)
+                job = Job(function=FUNCTION, kwargs=args.payload(i), ttl=-1, scheduled=scheduled)
+                await queue.enqueue(job)
         finally:
             await queue.disconnect()
 

@@ -10,6 +10,7 @@ Settings: ``workers`` = ``prefetch`` = the concurrency, claims and acks batched
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import trio
@@ -41,7 +42,11 @@ def enqueue(args: Args) -> None:
                 delay = args.delay(i)
                 if delay:
                     await trio.sleep(delay)
-                await queue.enqueue(args.payload(i))
+                if args.defer is None:
+                    await queue.enqueue(args.payload(i))
+                else:
+                    at = datetime.datetime.fromtimestamp(args.due(i), datetime.UTC)
+                    await queue.enqueue(args.payload(i), at=at)
 
     trio.run(run)
 
