@@ -174,12 +174,29 @@ def latency_round(
     url: str, script: str, variant: list[str], jobs: int, rate: float, concurrency: int
 ) -> dict[str, Any]:
     """Workload 2: an idle worker, *jobs* enqueued at *rate*/s; enqueue -> handler start."""
+    return _idle_worker_round(url, script, variant, jobs, concurrency, ["--rate", str(rate)])
+
+
+def deferred_round(
+    url: str, script: str, variant: list[str], jobs: int, rate: float, lead: float
+) -> dict[str, Any]:
+    """Delayed jobs: *jobs* sent at once, due at *rate*/s from *lead* s on; start - due."""
+    extra = ["--rate", str(rate), "--defer", str(lead)]
+    found = _idle_worker_round(url, script, variant, jobs, 32, extra)
+    del found["latencies"]
+    return found
+
+
+def _idle_worker_round(
+    url: str, script: str, variant: list[str], jobs: int, concurrency: int, extra: list[str]
+) -> dict[str, Any]:
+    """Start a worker, let it go idle, run the enqueue command with *extra*; its latencies."""
     flush(url)
     worker = _start_worker(url, script, jobs, [*variant, "--concurrency", str(concurrency)], 120)
     try:
         _wait_ready(worker, timeout=60)
         time.sleep(READY_SETTLE)  # let it reach its idle wait (a benchmark, not a test)
-        command = _adapter(script, "enqueue", url, jobs, [*variant, "--rate", str(rate)])
+        command = _adapter(script, "enqueue", url, jobs, [*variant, *extra])
         subprocess.run(command, check=True, timeout=600)
         result = _work_result(worker, timeout=150)
     finally:
@@ -190,28 +207,6 @@ def latency_round(
         "duplicates": result["duplicates"],
         "missing": result["missing"],
         "latencies": result["latencies"],
-    }
-
-
-def deferred_round(
-    url: str, script: str, variant: list[str], jobs: int, rate: float, lead: float
-) -> dict[str, Any]:
-    """Delayed jobs: *jobs* sent at once, due at *rate*/s from *lead* s on; start - due."""
-    flush(url)
-    worker = _start_worker(url, script, jobs, [*variant, "--concurrency", "32"], 120)
-    try:
-        _wait_ready(worker, timeout=60)
-        time.sleep(READY_SETTLE)  # let it reach its idle wait (a benchmark, not a test)
-        extra = [*variant, "--rate", str(rate), "--defer", str(lead)]
-        subprocess.run(_adapter(script, "enqueue", url, jobs, extra), check=True, timeout=600)
-        result = _work_result(worker, timeout=150)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-    return {
-        **percentiles(result["latencies"]),
-        "duplicates": result["duplicates"],
-        "missing": result["missing"],
     }
 
 

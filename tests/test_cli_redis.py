@@ -369,6 +369,8 @@ def test_three_workers_running_one_cron_file_run_each_tick_once(target, workers,
     cron.write_text('[[schedule]]\nname = "beat"\nevery = 1\n', encoding="utf-8")
     for _ in range(3):
         workers.append(Worker(target, "cli_handlers:record", "--cron", str(cron)))
+    for worker in workers:
+        worker.wait_for(worker.err, ": ready")  # it reached Redis: the queue exists
     deadline = time.monotonic() + TIMEOUT
     while target.stats()["counters"]["succeeded"] < 4:
         assert time.monotonic() < deadline, "fewer than 4 ticks ran"
