@@ -88,6 +88,11 @@ class NewJob:
     """When the job is due, in wall-clock seconds since the epoch as the backend's
     clock reads them (the Redis server's); None (or *delay*) for a job ready at once.
     At most one of *delay* and *at* is set."""
+    max_attempts: int | None = None
+    """Attempts this job gets, overriding the pool's `RetryPolicy`; None: the pool's."""
+    handler_timeout: float | None = None
+    """Seconds one attempt may run, overriding the pool's *handler_timeout*; None: the
+    pool's."""
 
 
 @attrs.frozen

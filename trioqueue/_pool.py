@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
+import attrs
 import trio
 
 from ._exceptions import IdempotencyConflict
@@ -264,17 +265,16 @@ class WorkerPool:
         self._books.unsettled.add(claim.token)
         started = trio.current_time()
         ended = False
+        # the job's own options, stored by its producer, come before the pool's
+        limit = self._config.handler_timeout if job.handler_timeout is None else job.handler_timeout
         try:
-            if self._config.handler_timeout is None:
+            if limit is None:
                 await self._run_handler(job)
             else:
-                with trio.move_on_after(self._config.handler_timeout) as timer:
+                with trio.move_on_after(limit) as timer:
                     await self._run_handler(job)
                 if timer.cancelled_caught:
-                    error = TimeoutError(
-                        f"the handler ran longer than handler_timeout="
-                        f"{self._config.handler_timeout}s"
-                    )
+                    error = TimeoutError(f"the handler ran longer than handler_timeout={limit}s")
             ended = True
         except Exception as exc:
             error = exc
@@ -292,7 +292,10 @@ class WorkerPool:
         if self._stopping:
             self._finished_in_grace += 1
         metrics.handler_time.observe(trio.current_time() - started)
-        outcome = decide(error, job.attempt, self._config.retry, self._rng)
+        policy = self._config.retry
+        if job.max_attempts is not None:
+            policy = attrs.evolve(policy, max_attempts=job.max_attempts)
+        outcome = decide(error, job.attempt, policy, self._rng)
         if not await self._reporter.report(claim, outcome):
             return  # given back
         if not isinstance(outcome, RetryAfter):

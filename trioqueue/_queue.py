@@ -81,9 +81,12 @@ def prepare(
     *,
     delay: Delay | None = None,
     at: datetime.datetime | None = None,
+    max_attempts: int | None = None,
+    handler_timeout: float | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
     seconds, epoch = due_time(delay, at)
+    _check_options(max_attempts, handler_timeout)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -106,8 +109,33 @@ def prepare(
             "or give the Queue a larger max_payload"
         )
     return NewJob(
-        id=job_id, encoded=encoded, payload_hash=payload_hash(encoded), delay=seconds, at=epoch
+        id=job_id,
+        encoded=encoded,
+        payload_hash=payload_hash(encoded),
+        delay=seconds,
+        at=epoch,
+        max_attempts=max_attempts,
+        handler_timeout=None if handler_timeout is None else float(handler_timeout),
     )
+
+
+def _check_options(max_attempts: int | None, timeout: float | None) -> None:
+    """Check a job's own attempts and timeout; raise TypeError or ValueError."""
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+    ):
+        raise TypeError(f"max_attempts= takes a whole number, not {type(max_attempts).__name__}")
+    if max_attempts is not None and max_attempts < 1:
+        raise ValueError(f"max_attempts={max_attempts!r}: a job gets at least one attempt")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        raise TypeError(
+            f"handler_timeout= takes seconds (an int or a float), not {type(timeout).__name__}"
+        )
+    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= MAX_DELAY):
+        raise ValueError(
+            f"handler_timeout={timeout!r}: give the seconds one attempt may run, more than 0 "
+            "and at most 100 years, or None for the pool's own"
+        )
 
 
 def _is_unicode_text(text: str) -> bool:
@@ -171,6 +199,8 @@ class Queue:
         id: str | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> Receipt:
         """Add a job, waiting for room while the ready queue is full.
 
@@ -181,9 +211,9 @@ class Queue:
         stored, for room. The due time is the backend's clock (on Redis, the
         server's): ``delay`` counts from when the backend accepts the job.
 
-        Idempotency ignores the due time: the same id and payload again is the
-        existing job, whatever its due time (a retried call computes another),
-        and the first due time stands.
+        Idempotency ignores the due time and the options: the same id and
+        payload again is the existing job, whatever its due time (a retried call
+        computes another), and the first due time and options stand.
 
         Always checkpoints. If cancelled, nothing was accepted.
 
@@ -194,6 +224,12 @@ class Queue:
                 None or 0 for at once.
             at: When the job is due, a `datetime.datetime` with a time zone; a
                 time past is at once. Not with *delay*.
+            max_attempts: The attempts this job gets, overriding the pool's
+                `RetryPolicy.max_attempts` (its backoff still applies); stored with
+                the job, so every pool honours it. None: the pool's.
+            handler_timeout: Seconds one attempt of this job may run before it is
+                cancelled and counted as a failure, overriding the pool's
+                *handler_timeout*; stored with the job. None: the pool's.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
@@ -203,7 +239,15 @@ class Queue:
                 *delay* is negative, or *at* has no time zone.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        job = prepare(
+            payload,
+            id,
+            self._max_payload,
+            delay=delay,
+            at=at,
+            max_attempts=max_attempts,
+            handler_timeout=handler_timeout,
+        )
         return await self._backend.add(job, AddMode.WAIT)
 
     async def try_enqueue(
@@ -213,6 +257,8 @@ class Queue:
         id: str | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
 
@@ -220,7 +266,15 @@ class Queue:
         A duplicate of an existing job is returned even when the queue is full,
         and a delayed job never finds it full.
         """
-        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        job = prepare(
+            payload,
+            id,
+            self._max_payload,
+            delay=delay,
+            at=at,
+            max_attempts=max_attempts,
+            handler_timeout=handler_timeout,
+        )
         return await self._backend.add(job, AddMode.NOWAIT)
 
     async def submit(
@@ -230,6 +284,8 @@ class Queue:
         id: str | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
 
@@ -238,7 +294,15 @@ class Queue:
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
         `QueueFull`; *delay* and *at* as there.
         """
-        job = prepare(payload, id, self._max_payload, delay=delay, at=at)
+        job = prepare(
+            payload,
+            id,
+            self._max_payload,
+            delay=delay,
+            at=at,
+            max_attempts=max_attempts,
+            handler_timeout=handler_timeout,
+        )
         return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
@@ -248,6 +312,8 @@ class Queue:
         ids: Iterable[str | None] | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> list[AddResult]:
         """Add many jobs in order, waiting for room as `enqueue` does; one result per job.
 
@@ -271,6 +337,8 @@ class Queue:
                 for room.
             at: When every job of the batch is due (an aware `datetime`); not with
                 *delay*.
+            max_attempts: The attempts every job of the batch gets, as for `enqueue`.
+            handler_timeout: Seconds one attempt of each job may run, as for `enqueue`.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;
@@ -278,7 +346,7 @@ class Queue:
                 *at* are given.
             ValueError: As `enqueue` says, or *ids* is not as long as *payloads*.
         """
-        jobs = self._prepare_many(payloads, ids, delay, at)
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
         return await self._backend.add_many(jobs, AddMode.WAIT)
 
     async def try_enqueue_many(
@@ -288,13 +356,15 @@ class Queue:
         ids: Iterable[str | None] | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, without waiting: a job that finds the queue full gets `QueueFull`.
 
         The jobs before it were accepted; a later job that exists already is
         still found (its receipt, or its conflict).
         """
-        jobs = self._prepare_many(payloads, ids, delay, at)
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
         return await self._backend.add_many(jobs, AddMode.NOWAIT)
 
     async def submit_many(
@@ -304,9 +374,11 @@ class Queue:
         ids: Iterable[str | None] | None = None,
         delay: Delay | None = None,
         at: datetime.datetime | None = None,
+        max_attempts: int | None = None,
+        handler_timeout: float | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
-        jobs = self._prepare_many(payloads, ids, delay, at)
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
     def _prepare_many(
@@ -315,6 +387,7 @@ class Queue:
         ids: Iterable[str | None] | None,
         delay: Delay | None,
         at: datetime.datetime | None,
+        options: tuple[int | None, float | None],
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
@@ -332,7 +405,17 @@ class Queue:
         jobs = []
         for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
             try:
-                jobs.append(prepare(payload, job_id, self._max_payload, delay=delay, at=at))
+                max_attempts, handler_timeout = options
+                job = prepare(
+                    payload,
+                    job_id,
+                    self._max_payload,
+                    delay=delay,
+                    at=at,
+                    max_attempts=max_attempts,
+                    handler_timeout=handler_timeout,
+                )
+                jobs.append(job)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"job {n} of the batch (nothing was sent): {exc}") from exc
         return jobs

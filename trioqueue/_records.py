@@ -162,6 +162,12 @@ class Job:
     """The JSON payload."""
     attempt: int
     """Which attempt this is, from 1."""
+    max_attempts: int | None = None
+    """The attempts this job gets, if its producer chose (``enqueue(...,
+    max_attempts=...)``); None: the pool's `RetryPolicy` decides."""
+    handler_timeout: float | None = None
+    """Seconds one attempt of this job may run, if its producer chose
+    (``enqueue(..., handler_timeout=...)``); None: the pool's *handler_timeout*."""
 
 
 def _check_limit(name: str, value: float | None, *, whole: bool) -> None:

@@ -70,6 +70,8 @@ class _Entry:
     extended_until: float | None = None  # the one more lease a silence gave it
     # while it waits for its due time (delayed, or a retry's backoff): when, on Trio's clock
     due: float | None = None
+    max_attempts: int | None = None  # the producer's per-job options (NewJob)
+    handler_timeout: float | None = None
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -376,6 +378,8 @@ class MemoryBackend:
             updated_at=now,
             ready_at=now,
             life_from=self._last_token,
+            max_attempts=job.max_attempts,
+            handler_timeout=job.handler_timeout,
         )
         self._records[job.id] = entry
         if due is None:
@@ -476,7 +480,13 @@ class MemoryBackend:
             entry.token = token
             entry.lease_until = now + lease
             self._claims[token] = entry
-            job = Job(id=entry.id, payload=json.loads(entry.encoded), attempt=entry.attempts + 1)
+            job = Job(
+                id=entry.id,
+                payload=json.loads(entry.encoded),
+                attempt=entry.attempts + 1,
+                max_attempts=entry.max_attempts,
+                handler_timeout=entry.handler_timeout,
+            )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
         self._fill(now)
         await trio.lowlevel.cancel_shielded_checkpoint()

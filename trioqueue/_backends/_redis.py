@@ -71,6 +71,23 @@ def _until_due(block: float, due_in: bytes) -> float:
     return min(block, max(float(due_in), 0.001))
 
 
+def _options_argument(job: NewJob) -> str:
+    """The add script's options argument for *job*: '' or ``max_attempts|timeout``."""
+    if job.max_attempts is None and job.handler_timeout is None:
+        return ""
+    attempts = "" if job.max_attempts is None else str(job.max_attempts)
+    timeout = "" if job.handler_timeout is None else repr(float(job.handler_timeout))
+    return f"{attempts}|{timeout}"
+
+
+def _options(value: bytes) -> tuple[int | None, float | None]:
+    """A claimed job's options, as `_options_argument` wrote them."""
+    if not value:
+        return None, None
+    attempts, _, timeout = text(value).partition("|")
+    return (int(attempts) if attempts else None), (float(timeout) if timeout else None)
+
+
 def _whole(value: bytes | None) -> int:
     """A count read from Redis; 0 if missing or not a number (a record changed by hand)."""
     try:
@@ -468,7 +485,13 @@ class RedisBackend:
             args = [
                 field
                 for job in chunk
-                for field in (job.id, job.encoded, job.payload_hash, self._due_argument(job))
+                for field in (
+                    job.id,
+                    job.encoded,
+                    job.payload_hash,
+                    self._due_argument(job),
+                    _options_argument(job),
+                )
             ]
             reply = await self._run("add", mode.value, *args)
             await self._replicated(len(results), len(chunk))
@@ -704,8 +727,9 @@ class RedisBackend:
         a job must not crash the pool: it becomes a dead letter with the reason.
         """
         claims = []
-        for job_id, payload, attempts, token, ready_at, suspect in rows:
+        for job_id, payload, attempts, token, ready_at, suspect, options in rows:
             job_attempt = _whole(attempts) + 1
+            max_attempts, timeout = _options(options)
             at = _seconds_or_zero(ready_at)
             try:
                 decoded = decode_payload(payload)
@@ -715,7 +739,13 @@ class RedisBackend:
                 reason = f"undecodable record: not JSON ({exc})"
                 await self._settle(poison, "dead", None, reason)
                 continue
-            job = Job(id=text(job_id), payload=decoded, attempt=job_attempt)
+            job = Job(
+                id=text(job_id),
+                payload=decoded,
+                attempt=job_attempt,
+                max_attempts=max_attempts,
+                handler_timeout=timeout,
+            )
             claims.append(Claim(job=job, token=text(token), ready_at=at, suspect=suspect == b"1"))
         return claims
 

@@ -1,6 +1,8 @@
 -- Accept jobs in order, or find the existing ones. ARGV[8]: the mode; then each job as
--- four arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
--- seconds from now, or 'a' and seconds since the epoch on the server's clock).
+-- five arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
+-- seconds from now, or 'a' and seconds since the epoch on the server's clock), and
+-- its options ('' for none, else 'max_attempts|timeout' with either part empty, kept
+-- as the job's 'o' and handed out with each claim).
 -- Returns two values per job handled: {'new' | 'dup', queued 0/1, or 's' while it
 -- waits for its due time}, {'conflict', the stored hash} or {'full', capacity}. A
 -- delayed job takes no room until due, so it never finds the queue full. In
@@ -14,8 +16,9 @@ local function finish()
   for field, n in pairs(counts) do count(field, n) end
   return replies
 end
-for i = 9, #ARGV, 4 do
-  local id, payload, hash, when = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+for i = 9, #ARGV, 5 do
+  local id, payload, hash, when, options = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+    ARGV[i + 4]
   local key = jobkey(id)
   local due
   if when ~= '' then
@@ -43,6 +46,7 @@ for i = 9, #ARGV, 4 do
     redis.call('ZREM', K_FIN, id)  -- an earlier job of this id may have expired
     redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0,
       'c', stamp(NOW), 't', '', 'lf', life_from())
+    if options ~= '' then redis.call('HSET', key, 'o', options) end
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
     if K_STREAM then

@@ -4,7 +4,7 @@
 -- processing list: it is claimed first. A suspect is claimed before anything else,
 -- and alone: the pool runs it once its other handlers are done.
 -- Returns {rows, seconds until the next stored job is due ('' for none)}, each row
--- {id, payload, attempts, token, ready at, '1' for a suspect}; for a stream source
+-- {id, payload, attempts, token, ready at, '1' for a suspect, the job's options}; for a stream source
 -- {rows, the ids to wait after for new entries in the stream and in its wake stream
 -- (both '' when rows came), seconds until the next due}.
 -- Jobs whose due time came go on the ready list first (fill), so they are claimed now.
@@ -81,8 +81,8 @@ local function take(element, fresh)
     'k', stamp(NOW))
   hold(id, lease)
   if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
-  local rec = redis.call('HMGET', key, 'p', 'a', 'r')
-  out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0'}
+  local rec = redis.call('HMGET', key, 'p', 'a', 'r', 'o')
+  out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0', rec[4] or ''}
 end
 
 if not given then
