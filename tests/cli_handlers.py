@@ -5,11 +5,14 @@ Each prints a line per job to standard output, which the tests read.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import trio
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     import trioqueue
 
 
@@ -36,3 +39,24 @@ async def failing(job: trioqueue.Job) -> None:
 
 def not_async(job: trioqueue.Job) -> None:
     print("never", job.id)
+
+
+@contextlib.asynccontextmanager
+async def lifespan() -> AsyncIterator[trioqueue.Handler]:
+    """A lifespan for ``--lifespan``: opens a shared resource, yields the handler."""
+    shared = {"opened": True}
+    print("opened", flush=True)
+
+    async def handle(job: trioqueue.Job) -> None:
+        print("ran", job.id, "shared" if shared["opened"] else "closed", flush=True)
+
+    try:
+        yield handle
+    finally:
+        shared["opened"] = False
+        print("closed", flush=True)
+
+
+@contextlib.asynccontextmanager
+async def yields_no_handler() -> AsyncIterator[None]:
+    yield None

@@ -27,6 +27,8 @@ import coredis
 import pytest
 import trio
 
+import trioqueue
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
@@ -363,6 +365,33 @@ def test_bad_worker_settings_are_refused(target, options):
     assert "Traceback" not in result.stderr
 
 
+def test_a_lifespan_is_entered_before_the_first_job_and_left_after_the_last(target, workers):
+    target.enqueue_lines(2)
+    worker = Worker(target, "cli_handlers:lifespan", "--lifespan")
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "opened") == ["opened"]
+    ran = worker.wait_for(worker.out, "ran", 2)
+    assert sorted(ran) == ["ran j0 shared", "ran j1 shared"]
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+    assert worker.wait_for(worker.out, "closed") == ["closed"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "said"),
+    [
+        ("cli_handlers:record", ["--lifespan"], "is not a lifespan"),
+        ("cli_handlers:yields_no_handler", ["--lifespan"], "yielded None, not a handler"),
+        ("cli_handlers:lifespan", [], "is not an async function"),
+    ],
+)
+def test_a_lifespan_mistake_is_a_one_line_error(target, spec, options, said):
+    result = target.run("worker", spec, *options)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_three_workers_running_one_cron_file_run_each_tick_once(target, workers, tmp_path):
     """Every worker stores each tick under the same id: the queue keeps one job."""
     cron = tmp_path / "cron.toml"
@@ -449,6 +478,23 @@ def test_enqueue_with_a_delay_or_a_due_time_schedules_the_jobs(target):
     assert (stats["ready"], stats["scheduled"]) == (0, 3)
     shown = target.run("stats")
     assert "3 scheduled for later" in shown.stdout
+
+
+def test_enqueue_stores_a_jobs_own_attempts_and_handler_timeout(target):
+    result = target.run(
+        "enqueue", "--id", "o", "--max-attempts", "2", "--handler-timeout", "1.5", '{"n": 1}'
+    )
+    assert result.returncode == 0, result.stderr
+
+    async def claimed() -> tuple[int | None, float | None]:
+        async with trioqueue.RedisBackend(target.url, queue=target.queue) as backend:
+            [claim] = await backend.claim(1, lease=30, block=0)
+            return claim.job.max_attempts, claim.job.handler_timeout
+
+    assert trio.run(claimed) == (2, 1.5)
+    bad = target.run("enqueue", "--max-attempts", "0", '{"n": 2}')
+    assert bad.returncode == 2
+    assert "--max-attempts" in bad.stderr
 
 
 @pytest.mark.parametrize(

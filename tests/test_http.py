@@ -304,6 +304,34 @@ async def test_a_batch_job_may_be_due_later_and_a_bad_due_time_refuses_the_batch
         assert (record["state"], record["due_at"]) == ("scheduled", "2099-01-01T00:00:00.000Z")
 
 
+async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
+    async with served(create_app(backend)) as http:
+        one = await http.post(
+            "/jobs", json={"id": "o", "payload": 1, "max_attempts": 2, "handler_timeout": 1.5}
+        )
+        assert one.status_code == 201
+        batch = await http.post(
+            "/jobs/batch", json={"jobs": [{"id": "b", "payload": 2, "max_attempts": 4}]}
+        )
+        assert batch.json()["results"][0]["status"] == 201
+        for body, words in (
+            ({"payload": 1, "max_attempts": 0}, "at least one attempt"),
+            ({"payload": 1, "max_attempts": True}, "whole number"),
+            ({"payload": 1, "handler_timeout": -2}, "more than 0"),
+        ):
+            refused = await http.post("/jobs", json=body)
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_job"), body
+            assert words in refused.json()["message"], body
+        refused = await http.post(
+            "/jobs/batch", json={"jobs": [{"payload": 1, "handler_timeout": "soon"}]}
+        )
+        assert refused.status_code == 400
+        assert "job 0 of the batch" in refused.json()["message"]
+    claims = await backend.claim(2, lease=30, block=0)
+    options = {c.job.id: (c.job.max_attempts, c.job.handler_timeout) for c in claims}
+    assert options == {"o": (2, 1.5), "b": (4, None)}
+
+
 async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
     """Make *count* dead letters d0, d1, ...: one attempt each, failing."""
     await trioqueue.Queue(backend).enqueue_many(

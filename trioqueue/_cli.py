@@ -137,6 +137,13 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
         "at once. Exit status 0: clean; 3: handlers were cancelled (their jobs went back).",
     )
     worker.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
+    worker.add_argument(
+        "--lifespan",
+        action="store_true",
+        help="MODULE:HANDLER names a lifespan instead: a function returning an async context "
+        "manager that opens what handlers share (an HTTP client, a database pool) and yields "
+        "the handler; entered before the first job, left after the last",
+    )
     add_redis_options(worker)
     worker.add_argument("--workers", type=positive_int, default=4, help="concurrent handlers")
     worker.add_argument("--prefetch", type=non_negative_int, default=0, help="jobs claimed ahead")
@@ -268,6 +275,19 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
         type=_aware_time,
         help="store the jobs until WHEN, an ISO 8601 time with its zone, e.g. "
         "2026-12-24T18:00:00+01:00 or 2026-12-24T17:00Z",
+    )
+    enqueue.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=None,
+        help="the attempts each job gets, over the workers' own --max-attempts",
+    )
+    enqueue.add_argument(
+        "--handler-timeout",
+        metavar="SECONDS",
+        type=seconds,
+        default=None,
+        help="seconds one attempt of each job may run, over the workers' own",
     )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)

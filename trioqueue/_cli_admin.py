@@ -84,7 +84,14 @@ def _jobs_from_lines(
 
 def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Namespace) -> NewJob:
     try:
-        return prepare(payload, job_id, delay=args.delay, at=args.at)
+        return prepare(
+            payload,
+            job_id,
+            delay=args.delay,
+            at=args.at,
+            max_attempts=args.max_attempts,
+            handler_timeout=args.handler_timeout,
+        )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
 

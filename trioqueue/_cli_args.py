@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Final, cast
 from ._backends._redis_url import url_problem
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
     from ._backends._redis import RedisBackend
     from ._backends._sharded import ShardedBackend
     from ._pool import Handler
@@ -167,6 +170,42 @@ def load_handler(spec: str) -> Handler:
         UsageError: The spec is malformed, the module or name is missing, or the
             handler is not an ``async def``; the message says which.
     """
+    target = _load(spec)
+    if not is_handler(target):
+        attr = spec.partition(":")[2]
+        hint = " (or, if it is a lifespan yielding the handler, add --lifespan)"
+        raise UsageError(
+            f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
+            + (hint if callable(target) else "")
+        )
+    return cast("Handler", target)
+
+
+def is_handler(target: object) -> bool:
+    """Whether *target* is an async function (or an object with an async ``__call__``)."""
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - an instance with async __call__
+    )
+
+
+def load_lifespan(spec: str) -> Callable[[], AbstractAsyncContextManager[object]]:
+    """Import ``MODULE:LIFESPAN``: a function returning an async context manager.
+
+    Raises:
+        UsageError: As `load_handler` says, or the name is not callable.
+    """
+    target = _load(spec)
+    if not callable(target) or is_handler(target):
+        raise UsageError(
+            f"{spec} is not a lifespan: with --lifespan, name a function that returns an async "
+            "context manager yielding the handler (decorate it with "
+            "contextlib.asynccontextmanager); without --lifespan, name the handler itself"
+        )
+    return cast("Callable[[], AbstractAsyncContextManager[object]]", target)
+
+
+def _load(spec: str) -> object:
+    """The object ``MODULE:NAME`` names (the current directory last on the path)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(
@@ -187,13 +226,7 @@ def load_handler(spec: str) -> Handler:
             raise UsageError(
                 f"module {module_name!r} has no {attr!r}; check the name after the colon"
             ) from None
-    if not inspect.iscoroutinefunction(target) and not inspect.iscoroutinefunction(
-        getattr(target, "__call__", None)  # noqa: B004 - an instance with async __call__
-    ):
-        raise UsageError(
-            f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
-        )
-    return cast("Handler", target)
+    return target
 
 
 def _import_failure(module_name: str, exc: Exception) -> str:

@@ -24,12 +24,12 @@ import contextlib
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import trio
 
 from ._backends._redis_url import CredentialsRefused, redacted
-from ._cli_args import UsageError, load_handler, redis_backend
+from ._cli_args import UsageError, is_handler, load_handler, load_lifespan, redis_backend
 from ._cron_file import load_schedules
 from ._exceptions import BackendUnavailable, ConfigurationError
 from ._pool import open_worker_pool
@@ -39,7 +39,8 @@ from ._scheduler import open_scheduler
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from contextlib import AbstractAsyncContextManager
 
     from ._backends._redis import RedisBackend
     from ._backends._sharded import ShardedBackend
@@ -86,7 +87,15 @@ def _refused_credentials_as_errors() -> Iterator[None]:
 
 async def run_worker(args: argparse.Namespace) -> int:
     """Run the worker the arguments describe until a signal; return the exit status."""
-    handler = load_handler(args.handler)
+    if args.lifespan:
+        lifespan = load_lifespan(args.handler)  # entered once Redis is set up, below
+    else:
+        handler = load_handler(args.handler)
+
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[Handler]:
+            yield handler
+
     if args.max_delay < args.base_delay:  # refused before anything starts
         raise UsageError(
             f"--max-delay {args.max_delay} is below --base-delay {args.base_delay}: raise "
@@ -115,7 +124,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     ):
         # opening reaches no server: the pool's first call does, so its outage lines and
         # the give-up limit cover a Redis that is down from the start too
-        async with backend:
+        async with backend, _handler_from(lifespan, args.handler) as handler:
             try:
                 report = await _serve(backend, handler, retry, schedules, args, signals)
             except BackendUnavailable as exc:
@@ -142,6 +151,20 @@ async def run_worker(args: argparse.Namespace) -> int:
         report.unreturned,
     )
     return 0 if report.clean else EXIT_CANCELLED
+
+
+@contextlib.asynccontextmanager
+async def _handler_from(
+    lifespan: Callable[[], AbstractAsyncContextManager[object]], spec: str
+) -> AsyncIterator[Handler]:
+    """Enter *lifespan* and check that it yields a handler; leave it when done."""
+    async with lifespan() as handler:
+        if not is_handler(handler):
+            raise UsageError(
+                f"the lifespan {spec} yielded {handler!r}, not a handler: yield the async "
+                "function that runs each job"
+            )
+        yield cast("Handler", handler)
 
 
 async def _serve(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._backend import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from .._queue import prepare
-from ._jobs import BodyTooLarge, due_fields, error, read_body, receipt_json
+from ._jobs import JOB_FIELDS, BodyTooLarge, due_fields, error, read_body, receipt_json
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ __all__ = ["MAX_BATCH", "post_batch"]
 
 MAX_BATCH: Final = 10_000
 """The most jobs one batch request may hold."""
-_FIELDS: Final = frozenset({"id", "payload", "delay", "at"})
 
 
 def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
@@ -41,12 +40,12 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
         return error(400, "bad_batch", f"send 1 to {MAX_BATCH:,} jobs per batch, not {len(jobs):,}")
     checked: list[NewJob] = []
     for place, job in enumerate(jobs):
-        if not isinstance(job, dict) or "payload" not in job or set(job) - _FIELDS:
+        if not isinstance(job, dict) or "payload" not in job or set(job) - JOB_FIELDS:
             return error(
                 400,
                 "bad_job",
-                f'job {place}: send an object with "payload", and optionally "id" and "delay" '
-                'or "at"',
+                f'job {place}: send an object with "payload", and optionally "id", "delay" or '
+                '"at", "max_attempts" and "handler_timeout"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -56,7 +55,15 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
             return due
         delay, at = due
         try:
-            new = prepare(job["payload"], job_id, queue.max_payload, delay=delay, at=at)
+            new = prepare(
+                job["payload"],
+                job_id,
+                queue.max_payload,
+                delay=delay,
+                at=at,
+                max_attempts=job.get("max_attempts"),
+                handler_timeout=job.get("handler_timeout"),
+            )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"
             return error(400, kind, f"job {place} of the batch (nothing was stored): {exc}")

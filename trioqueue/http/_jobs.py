@@ -27,9 +27,11 @@ if TYPE_CHECKING:
     from .._backend import Receipt
     from .._queue import Queue
 
-__all__ = ["BodyTooLarge", "error", "get_job", "post_job", "read_body"]
+__all__ = ["JOB_FIELDS", "BodyTooLarge", "error", "get_job", "post_job", "read_body"]
 
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
+JOB_FIELDS: Final = frozenset({"id", "payload", "delay", "at", "max_attempts", "handler_timeout"})
+"""What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
 
 
 def receipt_json(receipt: Receipt) -> dict[str, Any]:
@@ -78,6 +80,8 @@ class _Fields:
     id: str | None
     delay: float | None
     at: datetime.datetime | None
+    max_attempts: Any
+    handler_timeout: Any
 
 
 def due_fields(
@@ -115,12 +119,13 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             "bad_job",
             'send a JSON object with a "payload" (any JSON value) and optionally an "id"',
         )
-    unknown = sorted(set(document) - {"id", "payload", "delay", "at"})
+    unknown = sorted(set(document) - JOB_FIELDS)
     if unknown:
         return error(
             400,
             "bad_job",
-            f'unknown fields {unknown}: send "payload", and optionally "id" and "delay" or "at"',
+            f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
+            '"max_attempts" and "handler_timeout"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -138,7 +143,14 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
                 "differ: give one of them",
             )
         job_id = header_id
-    return _Fields(document["payload"], job_id, delay, at)
+    return _Fields(
+        document["payload"],
+        job_id,
+        delay,
+        at,
+        document.get("max_attempts"),
+        document.get("handler_timeout"),
+    )
 
 
 async def post_job(request: Request, queue: Queue, max_body: int) -> JSONResponse:
@@ -151,7 +163,14 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
     if isinstance(fields, JSONResponse):
         return fields
     try:
-        receipt = await queue.submit(fields.payload, id=fields.id, delay=fields.delay, at=fields.at)
+        receipt = await queue.submit(
+            fields.payload,
+            id=fields.id,
+            delay=fields.delay,
+            at=fields.at,
+            max_attempts=fields.max_attempts,
+            handler_timeout=fields.handler_timeout,
+        )
     except IdempotencyConflict as exc:
         return error(
             409,

@@ -117,6 +117,17 @@ _NEW_JOB: dict[str, Any] = {
             "description": "When the job is due, ISO 8601 with its zone, at most 100 years "
             "ahead; not with delay.",
         },
+        "max_attempts": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "The attempts this job gets, over the workers' retry policy.",
+        },
+        "handler_timeout": {
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": MAX_DELAY,
+            "description": "Seconds one attempt of this job may run, over the workers' own.",
+        },
     },
 }
 _ADMIN: dict[str, Any] = {
