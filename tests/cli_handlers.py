@@ -60,3 +60,15 @@ async def lifespan() -> AsyncIterator[trioqueue.Handler]:
 @contextlib.asynccontextmanager
 async def yields_no_handler() -> AsyncIterator[None]:
     yield None
+
+
+async def shout(job: trioqueue.Job) -> None:
+    print("shout", job.id, flush=True)
+
+
+async def whisper(job: trioqueue.Job) -> None:
+    print("whisper", job.id, flush=True)
+
+
+tasks = {"shout": shout, "whisper": whisper}
+"""A table of handlers for one worker: each job runs with the one its task names."""

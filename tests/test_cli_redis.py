@@ -365,6 +365,17 @@ def test_bad_worker_settings_are_refused(target, options):
     assert "Traceback" not in result.stderr
 
 
+def test_one_worker_runs_several_tasks_from_a_table_of_handlers(target, workers):
+    for task, job_id in (("shout", "a"), ("whisper", "b")):
+        result = target.run("enqueue", "--task", task, "--id", job_id, "{}")
+        assert result.returncode == 0, result.stderr
+    worker = Worker(target, "cli_handlers:tasks")
+    workers.append(worker)
+    assert sorted(worker.wait_for(worker.out, "", 2)) == ["shout a", "whisper b"]
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
+
+
 def test_a_lifespan_is_entered_before_the_first_job_and_left_after_the_last(target, workers):
     target.enqueue_lines(2)
     worker = Worker(target, "cli_handlers:lifespan", "--lifespan")

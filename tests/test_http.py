@@ -307,7 +307,14 @@ async def test_a_batch_job_may_be_due_later_and_a_bad_due_time_refuses_the_batch
 async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
     async with served(create_app(backend)) as http:
         one = await http.post(
-            "/jobs", json={"id": "o", "payload": 1, "max_attempts": 2, "handler_timeout": 1.5}
+            "/jobs",
+            json={
+                "id": "o",
+                "payload": 1,
+                "max_attempts": 2,
+                "handler_timeout": 1.5,
+                "task": "resize",
+            },
         )
         assert one.status_code == 201
         batch = await http.post(
@@ -328,8 +335,8 @@ async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
         assert refused.status_code == 400
         assert "job 0 of the batch" in refused.json()["message"]
     claims = await backend.claim(2, lease=30, block=0)
-    options = {c.job.id: (c.job.max_attempts, c.job.handler_timeout) for c in claims}
-    assert options == {"o": (2, 1.5), "b": (4, None)}
+    options = {c.job.id: (c.job.max_attempts, c.job.handler_timeout, c.job.task) for c in claims}
+    assert options == {"o": (2, 1.5, "resize"), "b": (4, None, None)}
 
 
 async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:

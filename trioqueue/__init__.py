@@ -39,7 +39,9 @@ from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._payload import reply_id as reply_id
 from ._pool import Handler as Handler
+from ._pool import UnknownTask as UnknownTask
 from ._pool import WorkerPool as WorkerPool
+from ._pool import dispatch as dispatch
 from ._pool import open_worker_pool as open_worker_pool
 from ._pool_config import ShutdownReport as ShutdownReport
 from ._queue import Queue as Queue
@@ -98,7 +100,9 @@ __all__ = [
     "StreamSource",
     "SweepReport",
     "TrioqueueError",
+    "UnknownTask",
     "WorkerPool",
+    "dispatch",
     "open_scheduler",
     "open_worker_pool",
     "reply_id",

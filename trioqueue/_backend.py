@@ -93,6 +93,8 @@ class NewJob:
     handler_timeout: float | None = None
     """Seconds one attempt may run, overriding the pool's *handler_timeout*; None: the
     pool's."""
+    task: str | None = None
+    """The task name: which handler of a pool given several runs the job."""
 
 
 @attrs.frozen

@@ -136,7 +136,12 @@ def _add_worker(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--grace, cancels the rest and puts every unfinished job back; a second signal stops "
         "at once. Exit status 0: clean; 3: handlers were cancelled (their jobs went back).",
     )
-    worker.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
+    worker.add_argument(
+        "handler",
+        metavar="MODULE:HANDLER",
+        help="e.g. myapp.jobs:send_email; or a dict of task names to handlers, each job run "
+        "by the one its task names (enqueue --task)",
+    )
     worker.add_argument(
         "--lifespan",
         action="store_true",
@@ -275,6 +280,13 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
         type=_aware_time,
         help="store the jobs until WHEN, an ISO 8601 time with its zone, e.g. "
         "2026-12-24T18:00:00+01:00 or 2026-12-24T17:00Z",
+    )
+    enqueue.add_argument(
+        "--task",
+        metavar="NAME",
+        default=None,
+        help="the task name of the jobs: which handler runs them in a worker given a table "
+        "of handlers",
     )
     enqueue.add_argument(
         "--max-attempts",

@@ -91,6 +91,7 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             at=args.at,
             max_attempts=args.max_attempts,
             handler_timeout=args.handler_timeout,
+            task=args.task,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None

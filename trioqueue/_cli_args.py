@@ -8,6 +8,7 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
@@ -159,8 +160,11 @@ def port(text: str) -> int:
     return value
 
 
-def load_handler(spec: str) -> Handler:
+def load_handler(spec: str) -> Handler | Mapping[str, Handler]:
     """Import ``MODULE:HANDLER`` (the current directory last on the path) and check it is async.
+
+    HANDLER may also name a dict of task names to async functions: a worker for
+    several tasks (`trioqueue.dispatch`).
 
     The current directory goes at the end of ``sys.path``, so a file there can
     hold the handler but never shadows a module installed under the same name
@@ -171,6 +175,16 @@ def load_handler(spec: str) -> Handler:
             handler is not an ``async def``; the message says which.
     """
     target = _load(spec)
+    if isinstance(target, Mapping) and target:
+        wrong = [
+            name for name, h in target.items() if not isinstance(name, str) or not is_handler(h)
+        ]
+        if wrong:
+            raise UsageError(
+                f"{spec} is a table of handlers, but {wrong[0]!r} does not name an async "
+                "function; map each task name to an `async def handler(job)`"
+            )
+        return cast("Mapping[str, Handler]", target)
     if not is_handler(target):
         attr = spec.partition(":")[2]
         hint = " (or, if it is a lifespan yielding the handler, add --lifespan)"

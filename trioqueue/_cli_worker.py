@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, cast
 
 import trio
@@ -32,7 +33,7 @@ from ._backends._redis_url import CredentialsRefused, redacted
 from ._cli_args import UsageError, is_handler, load_handler, load_lifespan, redis_backend
 from ._cron_file import load_schedules
 from ._exceptions import BackendUnavailable, ConfigurationError
-from ._pool import open_worker_pool
+from ._pool import dispatch, open_worker_pool
 from ._queue import Queue
 from ._retry import RetryPolicy
 from ._scheduler import open_scheduler
@@ -90,7 +91,8 @@ async def run_worker(args: argparse.Namespace) -> int:
     if args.lifespan:
         lifespan = load_lifespan(args.handler)  # entered once Redis is set up, below
     else:
-        handler = load_handler(args.handler)
+        loaded = load_handler(args.handler)
+        handler = dispatch(loaded) if isinstance(loaded, Mapping) else loaded
 
         @contextlib.asynccontextmanager
         async def lifespan() -> AsyncIterator[Handler]:
@@ -159,6 +161,8 @@ async def _handler_from(
 ) -> AsyncIterator[Handler]:
     """Enter *lifespan* and check that it yields a handler; leave it when done."""
     async with lifespan() as handler:
+        if isinstance(handler, Mapping) and handler:
+            handler = dispatch(handler)  # a table of task names to handlers
         if not is_handler(handler):
             raise UsageError(
                 f"the lifespan {spec} yielded {handler!r}, not a handler: yield the async "

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_ID_LENGTH",
     "MAX_PAYLOAD",
+    "MAX_TASK_NAME",
     "canonical_json",
     "decode_payload",
     "new_job_id",
@@ -23,6 +24,8 @@ __all__ = [
     "reply_id",
 ]
 
+MAX_TASK_NAME = 200
+"""The longest task name (``enqueue(..., task=...)``), in characters."""
 MAX_ID_LENGTH = 256
 """The longest job id a queue accepts."""
 

@@ -23,14 +23,14 @@ import collections
 import inspect
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
 
-from ._exceptions import IdempotencyConflict
+from ._exceptions import ConfigurationError, IdempotencyConflict
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
 from ._outcome import RetryAfter, decide
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._metrics import Metrics
     from ._queue import Queue
 
-__all__ = ["Handler", "WorkerPool", "open_worker_pool"]
+__all__ = ["Handler", "UnknownTask", "WorkerPool", "dispatch", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
@@ -346,6 +346,51 @@ class WorkerPool:
                 self._stopped.set()
 
 
+class UnknownTask(LookupError):
+    """A job names a task that the pool has no handler for (see `dispatch`)."""
+
+
+def dispatch(handlers: Mapping[str, Handler]) -> Handler:
+    """One handler that runs each job with the handler its task names (`Job.task`).
+
+    A job with no task, or a task this pool does not know, fails its attempt with
+    `UnknownTask`, and is retried like any failure: during a rolling deploy
+    another worker may know the task, and otherwise the job ends as a dead letter
+    that names it, to requeue once a worker has the handler.
+
+    Raises:
+        TypeError: A handler is not an async function, or a name is not a str.
+        ConfigurationError: *handlers* is empty.
+    """
+    if not handlers:
+        raise ConfigurationError(
+            "open_worker_pool: give at least one handler, as {'task name': handler}"
+        )
+    table = dict(handlers)
+    for name, handler in table.items():
+        if not isinstance(name, str):
+            raise TypeError(f"open_worker_pool: task names are strs, not {name!r}")
+        _check_handler(handler)
+    known = ", ".join(sorted(table))
+
+    async def run(job: Job) -> object:
+        if job.task is None:
+            raise UnknownTask(
+                f"job {job.id} has no task name, and this worker runs jobs by task (it has "
+                f"{known}): enqueue it with task= one of those"
+            )
+        chosen = table.get(job.task)
+        if chosen is None:
+            raise UnknownTask(
+                f"job {job.id} names task {job.task!r}, which this worker has no handler for "
+                f"(it has {known}); enqueue it with one of those names, or deploy a worker "
+                "with that handler and requeue the dead letter"
+            )
+        return await chosen(job)
+
+    return run
+
+
 def _check_handler(handler: object) -> None:
     """Refuse a handler that is not an async function (or an object with an async __call__)."""
     call = getattr(handler, "__call__", None)  # noqa: B004 - an instance with async __call__
@@ -368,7 +413,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 @asynccontextmanager
 async def open_worker_pool(
     backend: Backend,
-    handler: Handler,
+    handler: Handler | Mapping[str, Handler],
     *,
     workers: int = 4,
     retry: RetryPolicy | None = None,
@@ -405,7 +450,10 @@ async def open_worker_pool(
 
     Args:
         backend: Where the jobs are, e.g. a `MemoryBackend`.
-        handler: ``async def handler(job: Job) -> object``.
+        handler: ``async def handler(job: Job) -> object``; or several by task
+            name, ``{"send_email": send_email, "resize": resize}``: each job runs
+            with the one its task names (``enqueue(..., task="resize")``; see
+            `dispatch` for a job whose task the pool does not know).
         workers: Handlers running at most at once.
         retry: Attempts and backoff; `RetryPolicy()` by default.
         handler_timeout: Seconds an attempt may run before it is cancelled and
@@ -439,6 +487,8 @@ async def open_worker_pool(
         ConfigurationError: A setting is out of range; the message names it.
         TypeError: *handler* is not an async function.
     """
+    if isinstance(handler, Mapping):
+        handler = dispatch(handler)
     _check_handler(handler)
     config = PoolConfig(
         workers=workers,

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
 from ._exceptions import ConfigurationError
-from ._payload import MAX_ID_LENGTH, MAX_PAYLOAD, canonical_json, new_job_id, payload_hash
+from ._payload import (
+    MAX_ID_LENGTH,
+    MAX_PAYLOAD,
+    MAX_TASK_NAME,
+    canonical_json,
+    new_job_id,
+    payload_hash,
+)
 from ._util import MAX_DELAY
 
 if TYPE_CHECKING:
@@ -83,10 +90,12 @@ def prepare(
     at: datetime.datetime | None = None,
     max_attempts: int | None = None,
     handler_timeout: float | None = None,
+    task: str | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
     seconds, epoch = due_time(delay, at)
     _check_options(max_attempts, handler_timeout)
+    _check_task(task)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -116,7 +125,20 @@ def prepare(
         at=epoch,
         max_attempts=max_attempts,
         handler_timeout=None if handler_timeout is None else float(handler_timeout),
+        task=task,
     )
+
+
+def _check_task(task: str | None) -> None:
+    """Check a job's task name; raise TypeError or ValueError."""
+    if task is None:
+        return
+    if not isinstance(task, str):
+        raise TypeError(f"task= takes the name of a handler (a str), not {type(task).__name__}")
+    if not 1 <= len(task) <= MAX_TASK_NAME or not task.isprintable():
+        raise ValueError(
+            f"task={task!r}: name the handler in 1 to {MAX_TASK_NAME} printable characters"
+        )
 
 
 def _check_options(max_attempts: int | None, timeout: float | None) -> None:
@@ -201,6 +223,7 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> Receipt:
         """Add a job, waiting for room while the ready queue is full.
 
@@ -230,6 +253,9 @@ class Queue:
             handler_timeout: Seconds one attempt of this job may run before it is
                 cancelled and counted as a failure, overriding the pool's
                 *handler_timeout*; stored with the job. None: the pool's.
+            task: Which handler runs the job, in a pool given several by name
+                (``open_worker_pool(backend, {"send_email": send_email, ...})``);
+                a pool with one handler runs every job with it.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
@@ -247,6 +273,7 @@ class Queue:
             at=at,
             max_attempts=max_attempts,
             handler_timeout=handler_timeout,
+            task=task,
         )
         return await self._backend.add(job, AddMode.WAIT)
 
@@ -259,6 +286,7 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
 
@@ -274,6 +302,7 @@ class Queue:
             at=at,
             max_attempts=max_attempts,
             handler_timeout=handler_timeout,
+            task=task,
         )
         return await self._backend.add(job, AddMode.NOWAIT)
 
@@ -286,6 +315,7 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
 
@@ -302,6 +332,7 @@ class Queue:
             at=at,
             max_attempts=max_attempts,
             handler_timeout=handler_timeout,
+            task=task,
         )
         return await self._backend.add(job, AddMode.SUBMIT)
 
@@ -314,6 +345,7 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> list[AddResult]:
         """Add many jobs in order, waiting for room as `enqueue` does; one result per job.
 
@@ -339,6 +371,7 @@ class Queue:
                 *delay*.
             max_attempts: The attempts every job of the batch gets, as for `enqueue`.
             handler_timeout: Seconds one attempt of each job may run, as for `enqueue`.
+            task: The task name of every job of the batch, as for `enqueue`.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;
@@ -346,7 +379,7 @@ class Queue:
                 *at* are given.
             ValueError: As `enqueue` says, or *ids* is not as long as *payloads*.
         """
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
         return await self._backend.add_many(jobs, AddMode.WAIT)
 
     async def try_enqueue_many(
@@ -358,13 +391,14 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, without waiting: a job that finds the queue full gets `QueueFull`.
 
         The jobs before it were accepted; a later job that exists already is
         still found (its receipt, or its conflict).
         """
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
         return await self._backend.add_many(jobs, AddMode.NOWAIT)
 
     async def submit_many(
@@ -376,9 +410,10 @@ class Queue:
         at: datetime.datetime | None = None,
         max_attempts: int | None = None,
         handler_timeout: float | None = None,
+        task: str | None = None,
     ) -> list[AddResult]:
         """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout))
+        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
     def _prepare_many(
@@ -387,7 +422,7 @@ class Queue:
         ids: Iterable[str | None] | None,
         delay: Delay | None,
         at: datetime.datetime | None,
-        options: tuple[int | None, float | None],
+        options: tuple[int | None, float | None, str | None],
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
@@ -405,7 +440,7 @@ class Queue:
         jobs = []
         for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
             try:
-                max_attempts, handler_timeout = options
+                max_attempts, handler_timeout, task = options
                 job = prepare(
                     payload,
                     job_id,
@@ -414,6 +449,7 @@ class Queue:
                     at=at,
                     max_attempts=max_attempts,
                     handler_timeout=handler_timeout,
+                    task=task,
                 )
                 jobs.append(job)
             except (TypeError, ValueError) as exc:

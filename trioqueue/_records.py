@@ -168,6 +168,9 @@ class Job:
     handler_timeout: float | None = None
     """Seconds one attempt of this job may run, if its producer chose
     (``enqueue(..., handler_timeout=...)``); None: the pool's *handler_timeout*."""
+    task: str | None = None
+    """The job's task name (``enqueue(..., task=...)``): which handler of a pool
+    given several (``open_worker_pool(backend, {"send_email": ..., ...})``) runs it."""
 
 
 def _check_limit(name: str, value: float | None, *, whole: bool) -> None:

@@ -72,6 +72,7 @@ class _Entry:
     due: float | None = None
     max_attempts: int | None = None  # the producer's per-job options (NewJob)
     handler_timeout: float | None = None
+    task: str | None = None
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -380,6 +381,7 @@ class MemoryBackend:
             life_from=self._last_token,
             max_attempts=job.max_attempts,
             handler_timeout=job.handler_timeout,
+            task=job.task,
         )
         self._records[job.id] = entry
         if due is None:
@@ -486,6 +488,7 @@ class MemoryBackend:
                 attempt=entry.attempts + 1,
                 max_attempts=entry.max_attempts,
                 handler_timeout=entry.handler_timeout,
+                task=entry.task,
             )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
         self._fill(now)

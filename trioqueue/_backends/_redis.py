@@ -10,6 +10,7 @@ so a crash between the two cannot strand a job.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import TYPE_CHECKING, Any, Final, Self, final
@@ -72,20 +73,21 @@ def _until_due(block: float, due_in: bytes) -> float:
 
 
 def _options_argument(job: NewJob) -> str:
-    """The add script's options argument for *job*: '' or ``max_attempts|timeout``."""
-    if job.max_attempts is None and job.handler_timeout is None:
-        return ""
-    attempts = "" if job.max_attempts is None else str(job.max_attempts)
-    timeout = "" if job.handler_timeout is None else repr(float(job.handler_timeout))
-    return f"{attempts}|{timeout}"
+    """The add script's options argument for *job*: '' or a JSON object of those set."""
+    options = {
+        key: value
+        for key, value in (("a", job.max_attempts), ("t", job.handler_timeout), ("n", job.task))
+        if value is not None
+    }
+    return json.dumps(options, separators=(",", ":")) if options else ""
 
 
-def _options(value: bytes) -> tuple[int | None, float | None]:
-    """A claimed job's options, as `_options_argument` wrote them."""
+def _options(value: bytes) -> tuple[int | None, float | None, str | None]:
+    """A claimed job's max_attempts, handler_timeout and task (`_options_argument`)."""
     if not value:
-        return None, None
-    attempts, _, timeout = text(value).partition("|")
-    return (int(attempts) if attempts else None), (float(timeout) if timeout else None)
+        return None, None, None
+    options = json.loads(value)
+    return options.get("a"), options.get("t"), options.get("n")
 
 
 def _whole(value: bytes | None) -> int:
@@ -729,7 +731,7 @@ class RedisBackend:
         claims = []
         for job_id, payload, attempts, token, ready_at, suspect, options in rows:
             job_attempt = _whole(attempts) + 1
-            max_attempts, timeout = _options(options)
+            max_attempts, timeout, task = _options(options)
             at = _seconds_or_zero(ready_at)
             try:
                 decoded = decode_payload(payload)
@@ -745,6 +747,7 @@ class RedisBackend:
                 attempt=job_attempt,
                 max_attempts=max_attempts,
                 handler_timeout=timeout,
+                task=task,
             )
             claims.append(Claim(job=job, token=text(token), ready_at=at, suspect=suspect == b"1"))
         return claims

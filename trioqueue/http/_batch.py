@@ -45,7 +45,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 400,
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
-                '"at", "max_attempts" and "handler_timeout"',
+                '"at", "max_attempts", "handler_timeout" and "task"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -63,6 +63,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 at=at,
                 max_attempts=job.get("max_attempts"),
                 handler_timeout=job.get("handler_timeout"),
+                task=job.get("task"),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"

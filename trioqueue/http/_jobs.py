@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["JOB_FIELDS", "BodyTooLarge", "error", "get_job", "post_job", "read_body"]
 
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
-JOB_FIELDS: Final = frozenset({"id", "payload", "delay", "at", "max_attempts", "handler_timeout"})
+JOB_FIELDS: Final = frozenset(
+    {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task"}
+)
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
 
 
@@ -82,6 +84,7 @@ class _Fields:
     at: datetime.datetime | None
     max_attempts: Any
     handler_timeout: Any
+    task: Any
 
 
 def due_fields(
@@ -125,7 +128,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             400,
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
-            '"max_attempts" and "handler_timeout"',
+            '"max_attempts", "handler_timeout" and "task"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -150,6 +153,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         at,
         document.get("max_attempts"),
         document.get("handler_timeout"),
+        document.get("task"),
     )
 
 
@@ -170,6 +174,7 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
             at=fields.at,
             max_attempts=fields.max_attempts,
             handler_timeout=fields.handler_timeout,
+            task=fields.task,
         )
     except IdempotencyConflict as exc:
         return error(

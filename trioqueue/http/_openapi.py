@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._payload import MAX_ID_LENGTH
+from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME
 from .._util import MAX_DELAY
 
 __all__ = ["openapi_document"]
@@ -127,6 +127,12 @@ _NEW_JOB: dict[str, Any] = {
             "exclusiveMinimum": 0,
             "maximum": MAX_DELAY,
             "description": "Seconds one attempt of this job may run, over the workers' own.",
+        },
+        "task": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_TASK_NAME,
+            "description": "Which handler runs the job, in a worker given several by name.",
         },
     },
 }

@@ -1,8 +1,8 @@
 -- Accept jobs in order, or find the existing ones. ARGV[8]: the mode; then each job as
 -- five arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
 -- seconds from now, or 'a' and seconds since the epoch on the server's clock), and
--- its options ('' for none, else 'max_attempts|timeout' with either part empty, kept
--- as the job's 'o' and handed out with each claim).
+-- its options ('' for none, else a JSON object: max_attempts, handler timeout, task
+-- name; kept as the job's 'o', unread here, and handed out with each claim).
 -- Returns two values per job handled: {'new' | 'dup', queued 0/1, or 's' while it
 -- waits for its due time}, {'conflict', the stored hash} or {'full', capacity}. A
 -- delayed job takes no room until due, so it never finds the queue full. In
