@@ -28,6 +28,7 @@ EXPECTED = {
     "InvalidTransition",
     "Job",
     "JobNotFound",
+    "JobOptions",
     "JobRecord",
     "JobState",
     "MemoryBackend",

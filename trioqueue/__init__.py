@@ -44,6 +44,7 @@ from ._pool import WorkerPool as WorkerPool
 from ._pool import dispatch as dispatch
 from ._pool import open_worker_pool as open_worker_pool
 from ._pool_config import ShutdownReport as ShutdownReport
+from ._queue import JobOptions as JobOptions
 from ._queue import Queue as Queue
 from ._records import ErrorInfo as ErrorInfo
 from ._records import Job as Job
@@ -77,6 +78,7 @@ __all__ = [
     "InvalidTransition",
     "Job",
     "JobNotFound",
+    "JobOptions",
     "JobRecord",
     "JobState",
     "MemoryBackend",

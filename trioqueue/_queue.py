@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from typing import TYPE_CHECKING, Any, TypeAlias, final
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, Unpack, final
 
 from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
 from ._exceptions import ConfigurationError
@@ -25,10 +25,20 @@ if TYPE_CHECKING:
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 
-__all__ = ["Delay", "Queue", "due_time", "prepare"]
+__all__ = ["Delay", "JobOptions", "Queue", "due_time", "prepare"]
 
 Delay: TypeAlias = float | datetime.timedelta
 """A delay: seconds (an int or a float), or a `datetime.timedelta`."""
+
+
+class JobOptions(TypedDict, total=False):
+    """What an enqueue may say of a job besides its payload and id (see `Queue.enqueue`)."""
+
+    delay: Delay | None
+    at: datetime.datetime | None
+    max_attempts: int | None
+    handler_timeout: float | None
+    task: str | None
 
 
 def due_time(
@@ -129,6 +139,17 @@ def prepare(
     )
 
 
+def _known(options: JobOptions) -> JobOptions:
+    """*options*, refused with TypeError if one is no `JobOptions` key (a typo)."""
+    unknown = sorted(set(options) - set(JobOptions.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument {unknown[0]!r}: a job takes id=, and "
+            f"{', '.join(f'{name}=' for name in JobOptions.__annotations__)}"
+        )
+    return options
+
+
 def _check_task(task: str | None) -> None:
     """Check a job's task name; raise TypeError or ValueError."""
     if task is None:
@@ -215,15 +236,7 @@ class Queue:
         return self._max_payload
 
     async def enqueue(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Receipt:
         """Add a job, waiting for room while the ready queue is full.
 
@@ -265,28 +278,11 @@ class Queue:
                 *delay* is negative, or *at* has no time zone.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        job = prepare(
-            payload,
-            id,
-            self._max_payload,
-            delay=delay,
-            at=at,
-            max_attempts=max_attempts,
-            handler_timeout=handler_timeout,
-            task=task,
-        )
+        job = prepare(payload, id, self._max_payload, **_known(options))
         return await self._backend.add(job, AddMode.WAIT)
 
     async def try_enqueue(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Receipt:
         """Add a job if the ready queue has room, without waiting for room.
 
@@ -294,28 +290,11 @@ class Queue:
         A duplicate of an existing job is returned even when the queue is full,
         and a delayed job never finds it full.
         """
-        job = prepare(
-            payload,
-            id,
-            self._max_payload,
-            delay=delay,
-            at=at,
-            max_attempts=max_attempts,
-            handler_timeout=handler_timeout,
-            task=task,
-        )
+        job = prepare(payload, id, self._max_payload, **_known(options))
         return await self._backend.add(job, AddMode.NOWAIT)
 
     async def submit(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Receipt:
         """Store a job without ever waiting or failing for a full queue.
 
@@ -324,16 +303,7 @@ class Queue:
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
         `QueueFull`; *delay* and *at* as there.
         """
-        job = prepare(
-            payload,
-            id,
-            self._max_payload,
-            delay=delay,
-            at=at,
-            max_attempts=max_attempts,
-            handler_timeout=handler_timeout,
-            task=task,
-        )
+        job = prepare(payload, id, self._max_payload, **_known(options))
         return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
@@ -341,11 +311,7 @@ class Queue:
         payloads: Iterable[Any],
         *,
         ids: Iterable[str | None] | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[AddResult]:
         """Add many jobs in order, waiting for room as `enqueue` does; one result per job.
 
@@ -379,7 +345,7 @@ class Queue:
                 *at* are given.
             ValueError: As `enqueue` says, or *ids* is not as long as *payloads*.
         """
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
+        jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.WAIT)
 
     async def try_enqueue_many(
@@ -387,18 +353,14 @@ class Queue:
         payloads: Iterable[Any],
         *,
         ids: Iterable[str | None] | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[AddResult]:
         """Like `enqueue_many`, without waiting: a job that finds the queue full gets `QueueFull`.
 
         The jobs before it were accepted; a later job that exists already is
         still found (its receipt, or its conflict).
         """
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
+        jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.NOWAIT)
 
     async def submit_many(
@@ -406,25 +368,20 @@ class Queue:
         payloads: Iterable[Any],
         *,
         ids: Iterable[str | None] | None = None,
-        delay: Delay | None = None,
-        at: datetime.datetime | None = None,
-        max_attempts: int | None = None,
-        handler_timeout: float | None = None,
-        task: str | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[AddResult]:
         """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
-        jobs = self._prepare_many(payloads, ids, delay, at, (max_attempts, handler_timeout, task))
+        jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
     def _prepare_many(
         self,
         payloads: Iterable[Any],
         ids: Iterable[str | None] | None,
-        delay: Delay | None,
-        at: datetime.datetime | None,
-        options: tuple[int | None, float | None, str | None],
+        options: JobOptions,
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
+        options = _known(options)
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
             raise TypeError(
                 "enqueue_many takes a list of payloads and a list of ids (one per payload), "
@@ -440,18 +397,7 @@ class Queue:
         jobs = []
         for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
             try:
-                max_attempts, handler_timeout, task = options
-                job = prepare(
-                    payload,
-                    job_id,
-                    self._max_payload,
-                    delay=delay,
-                    at=at,
-                    max_attempts=max_attempts,
-                    handler_timeout=handler_timeout,
-                    task=task,
-                )
-                jobs.append(job)
+                jobs.append(prepare(payload, job_id, self._max_payload, **options))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"job {n} of the batch (nothing was sent): {exc}") from exc
         return jobs

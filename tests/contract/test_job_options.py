@@ -77,6 +77,15 @@ async def test_options_are_no_part_of_the_jobs_identity(make_backend, autojump_c
     assert await backend.ack(claim)
 
 
+async def test_a_misspelled_option_is_a_type_error_that_lists_them(make_backend):
+    queue = Queue(await make_backend())
+    with pytest.raises(TypeError, match=r"'dealy': a job takes id=, and delay=, at=,"):
+        await queue.enqueue("p", id="j", dealy=5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"'dealy'"):
+        await queue.submit_many(["p"], ids=["k"], dealy=5)  # type: ignore[call-arg]
+    assert await queue.status("j") is None
+
+
 @pytest.mark.parametrize(
     ("options", "error", "words"),
     [
