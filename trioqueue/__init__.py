@@ -33,13 +33,13 @@ from ._exceptions import JobNotFound as JobNotFound
 from ._exceptions import QueueFull as QueueFull
 from ._exceptions import Retry as Retry
 from ._exceptions import TrioqueueError as TrioqueueError
+from ._exceptions import UnknownTask as UnknownTask
 from ._metrics import Gauges as Gauges
 from ._metrics import HistogramSnapshot as HistogramSnapshot
 from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._payload import reply_id as reply_id
 from ._pool import Handler as Handler
-from ._pool import UnknownTask as UnknownTask
 from ._pool import WorkerPool as WorkerPool
 from ._pool import dispatch as dispatch
 from ._pool import open_worker_pool as open_worker_pool

@@ -22,6 +22,7 @@ __all__ = [
     "QueueFull",
     "Retry",
     "TrioqueueError",
+    "UnknownTask",
 ]
 
 
@@ -90,6 +91,15 @@ class JobNotFound(TrioqueueError, LookupError):
                 "backend's retention)"
             )
         )
+
+
+class UnknownTask(TrioqueueError, LookupError):
+    """A job names a task that its worker has no handler for (see `dispatch`).
+
+    Raised inside the attempt, so the job is retried like any failure (another
+    worker of a rolling deploy may have the handler) and otherwise ends as a dead
+    letter whose error names the task and the handlers the worker had.
+    """
 
 
 class ConfigurationError(TrioqueueError, ValueError):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from ._exceptions import ConfigurationError, IdempotencyConflict
+from ._exceptions import ConfigurationError, IdempotencyConflict, UnknownTask
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
 from ._outcome import RetryAfter, decide
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._metrics import Metrics
     from ._queue import Queue
 
-__all__ = ["Handler", "UnknownTask", "WorkerPool", "dispatch", "open_worker_pool"]
+__all__ = ["Handler", "WorkerPool", "dispatch", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
@@ -344,10 +344,6 @@ class WorkerPool:
                 await self._reporter.release_held()
             finally:
                 self._stopped.set()
-
-
-class UnknownTask(LookupError):
-    """A job names a task that the pool has no handler for (see `dispatch`)."""
 
 
 def dispatch(handlers: Mapping[str, Handler]) -> Handler:
