@@ -38,6 +38,7 @@ TIERS = {
     "_backends._redis_probe": 1,
     "_backends._redis_watch": 1,
     "_queue": 4,
+    "_job_input": 2,
     "_scheduler": 4,
     "_maintenance": 4,
     "_outage": 4,

@@ -34,6 +34,7 @@ from ._exceptions import QueueFull as QueueFull
 from ._exceptions import Retry as Retry
 from ._exceptions import TrioqueueError as TrioqueueError
 from ._exceptions import UnknownTask as UnknownTask
+from ._job_input import JobOptions as JobOptions
 from ._metrics import Gauges as Gauges
 from ._metrics import HistogramSnapshot as HistogramSnapshot
 from ._metrics import Metrics as Metrics
@@ -44,7 +45,6 @@ from ._pool import WorkerPool as WorkerPool
 from ._pool import dispatch as dispatch
 from ._pool import open_worker_pool as open_worker_pool
 from ._pool_config import ShutdownReport as ShutdownReport
-from ._queue import JobOptions as JobOptions
 from ._queue import Queue as Queue
 from ._records import ErrorInfo as ErrorInfo
 from ._records import Job as Job

@@ -17,8 +17,9 @@ import trio
 from ._backend import AddMode
 from ._cli_args import NotThere, UsageError, printable, redis_backend
 from ._exceptions import IdempotencyConflict, JobNotFound, QueueFull
+from ._job_input import prepare
 from ._metrics import COUNTER_NAMES
-from ._queue import Queue, prepare
+from ._queue import Queue
 from ._record_json import iso_time, record_json
 from ._records import JobState
 from ._scheduler import describe_marks

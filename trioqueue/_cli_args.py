@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 import traceback
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
 from ._backends._redis_url import url_problem
+from ._pool import is_handler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -193,13 +193,6 @@ def load_handler(spec: str) -> Handler | Mapping[str, Handler]:
             + (hint if callable(target) else "")
         )
     return cast("Handler", target)
-
-
-def is_handler(target: object) -> bool:
-    """Whether *target* is an async function (or an object with an async ``__call__``)."""
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
-        getattr(target, "__call__", None)  # noqa: B004 - an instance with async __call__
-    )
 
 
 def load_lifespan(spec: str) -> Callable[[], AbstractAsyncContextManager[object]]:

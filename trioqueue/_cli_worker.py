@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Final, cast
 import trio
 
 from ._backends._redis_url import CredentialsRefused, redacted
-from ._cli_args import UsageError, is_handler, load_handler, load_lifespan, redis_backend
+from ._cli_args import UsageError, load_handler, load_lifespan, redis_backend
 from ._cron_file import load_schedules
 from ._exceptions import BackendUnavailable, ConfigurationError
-from ._pool import dispatch, open_worker_pool
+from ._pool import dispatch, is_handler, open_worker_pool
 from ._queue import Queue
 from ._retry import RetryPolicy
 from ._scheduler import open_scheduler
@@ -91,11 +91,10 @@ async def run_worker(args: argparse.Namespace) -> int:
     if args.lifespan:
         lifespan = load_lifespan(args.handler)  # entered once Redis is set up, below
     else:
-        loaded = load_handler(args.handler)
-        handler = dispatch(loaded) if isinstance(loaded, Mapping) else loaded
+        handler = load_handler(args.handler)
 
         @contextlib.asynccontextmanager
-        async def lifespan() -> AsyncIterator[Handler]:
+        async def lifespan() -> AsyncIterator[Handler | Mapping[str, Handler]]:
             yield handler
 
     if args.max_delay < args.base_delay:  # refused before anything starts

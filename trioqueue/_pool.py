@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._metrics import Metrics
     from ._queue import Queue
 
-__all__ = ["Handler", "WorkerPool", "dispatch", "open_worker_pool"]
+__all__ = ["Handler", "WorkerPool", "dispatch", "is_handler", "open_worker_pool"]
 
 logger = logging.getLogger("trioqueue.pool")
 
@@ -387,10 +387,16 @@ def dispatch(handlers: Mapping[str, Handler]) -> Handler:
     return run
 
 
+def is_handler(target: object) -> bool:
+    """Whether *target* is an async function (or an object with an async ``__call__``)."""
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - an instance with async __call__
+    )
+
+
 def _check_handler(handler: object) -> None:
     """Refuse a handler that is not an async function (or an object with an async __call__)."""
-    call = getattr(handler, "__call__", None)  # noqa: B004 - an instance with async __call__
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
+    if is_handler(handler):
         return
     name = getattr(handler, "__name__", type(handler).__name__)
     name = "handler" if name == "<lambda>" else name

@@ -6,7 +6,7 @@ import pytest
 
 import trioqueue
 from trioqueue import IdempotencyConflict, Queue, QueueFull
-from trioqueue._queue import prepare
+from trioqueue._job_input import prepare
 
 from ..conftest import collect
 

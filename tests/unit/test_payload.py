@@ -189,8 +189,8 @@ class TestDepth:
 
 
 def test_a_lone_surrogate_in_a_payload_or_an_id_is_refused_saying_so():
+    from trioqueue._job_input import prepare
     from trioqueue._payload import canonical_json
-    from trioqueue._queue import prepare
 
     half = "\ud800"  # what json.loads makes of "\ud800": half of a character
     with pytest.raises(ValueError, match="lone surrogate"):

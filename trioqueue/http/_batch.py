@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._backend import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
-from .._queue import prepare
+from .._job_input import prepare
 from ._jobs import JOB_FIELDS, BodyTooLarge, due_fields, error, read_body, receipt_json
 from ._json import JSONResponse
 
