@@ -33,6 +33,11 @@ def record_json(record: JobRecord) -> dict[str, Any]:
 
 
 def iso_time(seconds: float) -> str:
-    """Seconds since the epoch as ISO 8601 in UTC, to the millisecond."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    """Seconds since the epoch as ISO 8601 in UTC, to the nearest millisecond.
+
+    Rounded, not cut: a due time that went through another clock and back (the
+    memory backend keeps due times on Trio's clock) reads as the moment asked for,
+    not a millisecond before it.
+    """
+    moment = datetime.datetime.fromtimestamp(round(seconds, 3), tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

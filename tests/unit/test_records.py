@@ -255,3 +255,17 @@ class TestRetention:
     def test_error_is_a_value_error(self):
         with pytest.raises(ValueError, match="max_age"):
             Retention(max_age=-5)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (4_070_908_800.0 - 1e-6, "2099-01-01T00:00:00.000Z"),  # a hair early: still midnight
+        (4_070_908_800.0 + 0.0126, "2099-01-01T00:00:00.013Z"),
+        (4_070_908_800.0 + 0.0124, "2099-01-01T00:00:00.012Z"),
+    ],
+)
+def test_iso_time_rounds_to_the_nearest_millisecond(seconds, shown):
+    from trioqueue._record_json import iso_time
+
+    assert iso_time(seconds) == shown
