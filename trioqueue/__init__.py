@@ -51,6 +51,10 @@ from ._records import Job as Job
 from ._records import JobRecord as JobRecord
 from ._records import JobState as JobState
 from ._records import Retention as Retention
+from ._result_errors import JobDropped as JobDropped
+from ._result_errors import JobFailed as JobFailed
+from ._result_errors import NoResult as NoResult
+from ._result_errors import ResultNotStored as ResultNotStored
 from ._retry import RetryPolicy as RetryPolicy
 from ._schedule import MissedTicks as MissedTicks
 from ._schedule import Schedule as Schedule
@@ -77,6 +81,8 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidTransition",
     "Job",
+    "JobDropped",
+    "JobFailed",
     "JobNotFound",
     "JobOptions",
     "JobRecord",
@@ -86,12 +92,14 @@ __all__ = [
     "MetricsSnapshot",
     "MissedTicks",
     "NewJob",
+    "NoResult",
     "Queue",
     "QueueFull",
     "QueueInfo",
     "QueueSettings",
     "Receipt",
     "RedisBackend",
+    "ResultNotStored",
     "Retention",
     "Retry",
     "RetryPolicy",

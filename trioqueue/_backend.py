@@ -21,6 +21,9 @@ from ._records import Retention
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    from trio.abc import ReceiveChannel
 
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import ErrorInfo, Job, JobRecord
@@ -223,8 +226,15 @@ class Backend(Protocol):
         """
         ...
 
-    async def ack(self, claim: Claim) -> bool:
-        """Complete the job. False (and nothing changed) if the claim is stale."""
+    async def ack(
+        self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
+    ) -> bool:
+        """Complete the job. False (and nothing changed) if the claim is stale.
+
+        *result* is the handler's return value as canonical JSON (None when it
+        returned None), kept on the record (`JobRecord.result`); *result_error*
+        says why a return value could not be kept (`JobRecord.result_error`).
+        """
         ...
 
     async def retry_later(
@@ -273,6 +283,23 @@ class Backend(Protocol):
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""
+        ...
+
+    def finished(
+        self, job_ids: Sequence[str]
+    ) -> AbstractAsyncContextManager[ReceiveChannel[tuple[str, JobRecord | None]]]:
+        """A channel of each of *job_ids* with its record, as it finishes, in that order.
+
+        Finished means completed, dropped or dead-lettered (`TERMINAL_STATES`);
+        jobs finished already come first. An id the backend does not know (never
+        enqueued, or forgotten after the retention) comes with None, at once.
+        Waiting must not poll in a tight loop. A context manager, as
+        `trio.as_safe_channel` makes one: leaving it stops the wait::
+
+            async with backend.finished(ids) as finished:
+                async for job_id, record in finished:
+                    ...
+        """
         ...
 
     async def dead_letters(self) -> list[JobRecord]:

@@ -19,7 +19,10 @@ __all__ = ["Ack", "DeadLetter", "Discard", "Outcome", "RetryAfter", "decide"]
 
 @attrs.frozen
 class Ack:
-    """The handler returned: complete the job."""
+    """The handler returned: complete the job, with what it returned."""
+
+    result: bytes | None = None  # its return value as JSON; None when it returned None
+    result_error: str | None = None  # why the return value could not be stored
 
 
 @attrs.frozen

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_TASK_NAME",
     "canonical_json",
     "decode_payload",
+    "encode_result",
     "new_job_id",
     "payload_hash",
     "reply_id",
@@ -40,7 +41,7 @@ running out of stack.
 """
 
 
-def _check_depth(payload: Any) -> None:
+def _check_depth(payload: Any, what: str = "the job payload") -> None:
     """Raise ValueError if *payload* nests deeper than `MAX_DEPTH` (no recursion)."""
     stack: list[tuple[Any, int]] = [(payload, 1)]
     while stack:
@@ -48,14 +49,14 @@ def _check_depth(payload: Any) -> None:
         children = value.values() if isinstance(value, dict) else value
         if depth > MAX_DEPTH:
             raise ValueError(
-                f"the job payload nests lists and dicts more than {MAX_DEPTH} levels deep; "
+                f"{what} nests lists and dicts more than {MAX_DEPTH} levels deep; "
                 "flatten it, or store the deep part elsewhere and send a reference"
             )
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
-def canonical_json(payload: Any) -> bytes:
-    """Return the canonical JSON encoding of *payload*.
+def canonical_json(payload: Any, what: str = "the job payload") -> bytes:
+    """Return the canonical JSON encoding of *payload* (*what* names it in errors).
 
     Raises:
         TypeError: *payload* is not JSON-serialisable (sets, bytes, objects, NaN),
@@ -63,24 +64,46 @@ def canonical_json(payload: Any) -> bytes:
         ValueError: *payload* nests deeper than `MAX_DEPTH`, or holds a lone surrogate.
     """
     if isinstance(payload, dict | list):
-        _check_depth(payload)
+        _check_depth(payload, what)
     try:
         text = json.dumps(
             payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"the job payload must be JSON-serialisable (dict, list, str, int, float, bool, "
+            f"{what} must be JSON-serialisable (dict, list, str, int, float, bool, "
             f"None), finite numbers only; {exc}. Convert it, e.g. to a dict of plain values"
         ) from None
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(
-            "the job payload holds a lone surrogate (half of a character, such as \\ud800 "
+            f"{what} holds a lone surrogate (half of a character, such as \\ud800 "
             "in JSON), which is not text UTF-8 can store; fix what made it, or send bytes "
             "as base64"
         ) from None
+
+
+def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
+    """A handler's return value as canonical JSON, or why it cannot be stored.
+
+    Returns:
+        ``(encoded, None)``; ``(None, None)`` for None, which is not stored; or
+        ``(None, why)`` when *value* is not JSON or its JSON is over *limit* bytes.
+    """
+    if value is None:
+        return None, None
+    try:
+        encoded = canonical_json(value, "the handler's return value")
+    except (TypeError, ValueError) as exc:
+        return None, str(exc)
+    if len(encoded) > limit:
+        return None, (
+            f"the handler's return value is {len(encoded)} bytes as JSON, over the pool's "
+            f"max_result={limit}; return a reference to bulky results stored elsewhere, or "
+            "raise max_result"
+        )
+    return encoded, None
 
 
 def decode_payload(encoded: bytes) -> Any:

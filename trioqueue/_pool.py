@@ -33,8 +33,8 @@ import trio
 from ._exceptions import ConfigurationError, IdempotencyConflict, UnknownTask
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
-from ._outcome import RetryAfter, decide
-from ._payload import reply_id
+from ._outcome import Ack, RetryAfter, decide
+from ._payload import MAX_PAYLOAD, encode_result, reply_id
 from ._pool_books import Books
 from ._pool_config import PoolConfig, ShutdownReport, check_number
 from ._pool_fetch import Fetcher
@@ -267,12 +267,13 @@ class WorkerPool:
         ended = False
         # the job's own options, stored by its producer, come before the pool's
         limit = self._config.handler_timeout if job.handler_timeout is None else job.handler_timeout
+        value: object = None
         try:
             if limit is None:
-                await self._run_handler(job)
+                value = await self._run_handler(job)
             else:
                 with trio.move_on_after(limit) as timer:
-                    await self._run_handler(job)
+                    value = await self._run_handler(job)
                 if timer.cancelled_caught:
                     error = TimeoutError(f"the handler ran longer than handler_timeout={limit}s")
             ended = True
@@ -296,6 +297,8 @@ class WorkerPool:
         if job.max_attempts is not None:
             policy = attrs.evolve(policy, max_attempts=job.max_attempts)
         outcome = decide(error, job.attempt, policy, self._rng)
+        if isinstance(outcome, Ack) and value is not None:
+            outcome = self._stored(job, value)
         if not await self._reporter.report(claim, outcome):
             return  # given back
         if not isinstance(outcome, RetryAfter):
@@ -306,11 +309,21 @@ class WorkerPool:
             self._sleeping.add(sleeper)
             self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay, sleeper)
 
-    async def _run_handler(self, job: Job) -> None:
-        """One attempt: the handler, then its reply (if any) published before the ack."""
+    def _stored(self, job: Job, value: object) -> Ack:
+        """The outcome of an attempt that returned *value*: its result, or why it is not kept."""
+        result, problem = encode_result(value, self._config.max_result)
+        if problem is not None:
+            logger.warning("job %s completed; its result is not stored: %s", job.id, problem)
+        return Ack(result=result, result_error=problem)
+
+    async def _run_handler(self, job: Job) -> object:
+        """One attempt: the handler, then its reply (if any) published before the ack.
+
+        Returns what the handler returned.
+        """
         result = await self._handler(job)
         if result is None or self._reply_to is None:
-            return
+            return result
         try:
             # a job that runs again publishes under the same id: deduplicated
             await self._reply_to.enqueue(result, id=reply_id(job.id))
@@ -318,6 +331,7 @@ class WorkerPool:
             logger.warning(
                 "job %s: an earlier run published a different reply; that one stands", job.id
             )
+        return result
 
     async def _sleep_then_requeue(
         self, claim: Claim, delay: float, scope: trio.CancelScope
@@ -429,6 +443,7 @@ async def open_worker_pool(
     seed: int | None = None,
     reply_to: Queue | None = None,
     give_up_after: float | None = None,
+    max_result: int = MAX_PAYLOAD,
 ) -> AsyncIterator[WorkerPool]:
     """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
 
@@ -440,7 +455,9 @@ async def open_worker_pool(
 
     A handler outcome is: return → completed; `Drop` → dropped; `Retry` or any
     other exception → retried after a backoff in a sleeper task of its own, or
-    dead-lettered when attempts are exhausted.
+    dead-lettered when attempts are exhausted. What a handler returns is kept
+    on the job's record as JSON (`JobRecord.result`, `Queue.result`) as long as
+    the record; None is not stored.
 
     When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
     share one backoff, from 0.5 s doubling to 15 s (less up to a fifth at
@@ -481,6 +498,11 @@ async def open_worker_pool(
             `BackendUnavailable`. None (the default) retries for ever. A
             long-running worker under a supervisor may prefer to exit and be
             restarted, or to page someone, after a while.
+        max_result: The most bytes a handler's return value may take as JSON
+            (1 MiB by default). A larger one, or one that is not JSON, is not
+            stored: the job completes all the same (its work is done; running it
+            again would repeat that), a WARNING says why, and `Queue.result`
+            raises `ResultNotStored` with the reason.
 
     Raises:
         BackendUnavailable: The backend stayed unreachable for *give_up_after*
@@ -502,6 +524,7 @@ async def open_worker_pool(
         sweep_interval=sweep_interval,
         poll_interval=poll_interval,
         io_timeout=io_timeout,
+        max_result=max_result,
     )
     check_number("give_up_after", give_up_after, minimum=0, allow_none=True)
     # a generator of its own: outages leave the retry jitter of a seeded run as it was

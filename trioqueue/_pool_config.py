@@ -7,6 +7,7 @@ import math
 import attrs
 
 from ._exceptions import ConfigurationError
+from ._payload import MAX_PAYLOAD
 from ._retry import RetryPolicy
 
 __all__ = ["PoolConfig", "ShutdownReport", "check_number"]
@@ -52,9 +53,10 @@ class PoolConfig:
     sweep_interval: float
     poll_interval: float
     io_timeout: float
+    max_result: int = MAX_PAYLOAD
 
     def __attrs_post_init__(self) -> None:
-        for name in ("workers", "batch_size"):
+        for name in ("workers", "batch_size", "max_result"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(

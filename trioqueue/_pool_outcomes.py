@@ -157,8 +157,11 @@ class Reporter:
         backend, job = self._backend, claim.job
         call: Callable[[], Awaitable[bool]]
         match outcome:
-            case Ack():
+            case Ack(None, None):
                 call = partial(backend.ack, claim)
+                logger.debug("job %s completed on attempt %d", job.id, job.attempt)
+            case Ack(result, problem):
+                call = partial(backend.ack, claim, result, result_error=problem)
                 logger.debug("job %s completed on attempt %d", job.id, job.attempt)
             case Discard(reason):
                 call = partial(backend.drop, claim, reason)

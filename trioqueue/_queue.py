@@ -4,16 +4,41 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Unpack, final
 
+import trio
+from outcome import Error, Value
+
 from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, JobNotFound
 from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
+from ._records import JobState
+from ._result_errors import JobDropped, JobFailed, NoResult, ResultNotStored
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncGenerator, Iterable
+
+    from outcome import Maybe
 
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
+
+
+def _value(job_id: str, record: JobRecord | None) -> Any:
+    """A finished job's result, or the error that says why it has none."""
+    if record is None:
+        raise JobNotFound(
+            job_id,
+            why="it was never enqueued, or its record was forgotten under the backend's "
+            "retention; keep finished records longer (Retention) to read results later",
+        )
+    if record.state is JobState.FAILED:
+        raise JobFailed(record)
+    if record.state is JobState.DROPPED:
+        raise JobDropped(record)
+    if record.result_error is not None:
+        raise ResultNotStored(record)
+    return record.result
+
 
 __all__ = ["Queue"]
 
@@ -229,6 +254,79 @@ class Queue:
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"job {n} of the batch (nothing was sent): {exc}") from exc
         return jobs
+
+    async def result(self, job_id: str) -> Any:
+        """Wait until job *job_id* finishes, and return what its handler returned.
+
+        A job finished already answers at once. The value is the handler's return
+        value as JSON gives it back (a tuple comes back a list); None when it
+        returned None. Waiting takes no polling loop: the memory backend wakes the
+        call when the job finishes, and Redis sends it one event per finished job
+        that someone waits for (see `RedisBackend`).
+
+        Cancellable, as any Trio wait (``with trio.fail_after(5): await
+        queue.result(job_id)``); cancelling the wait does not touch the job.
+
+        Raises:
+            JobNotFound: No job *job_id* is known: never enqueued, or its record
+                was forgotten under the backend's `Retention` (keep records longer
+                to read results later).
+            JobFailed: The job is a dead letter; the error carries its record,
+                with the last error's type, message and traceback.
+            JobDropped: The handler dropped the job (`Drop`).
+            ResultNotStored: The job completed, but its return value could not
+                be stored (not JSON, or over the pool's *max_result*).
+        """
+        async with self._backend.finished([job_id]) as finished:
+            async for _, record in finished:
+                return _value(job_id, record)
+        raise JobNotFound(job_id)  # pragma: no cover - finished() gives every id once
+
+    @trio.as_safe_channel
+    async def results(self, job_ids: Iterable[str]) -> AsyncGenerator[tuple[str, Maybe[Any]], None]:
+        """A channel of each of *job_ids* with its outcome, as the jobs finish.
+
+        First finished, first given. Each outcome is an ``outcome.Value`` holding
+        the return value, or an ``outcome.Error`` holding what `result` would
+        raise (`JobFailed`, …); ``.unwrap()`` gives the value or raises the error.
+        A context manager, as Trio's `trio.as_safe_channel` makes one: leaving it
+        (a ``break``, a cancellation) stops the wait at once::
+
+            async with queue.results(ids) as results:
+                async for job_id, outcome in results:
+                    try:
+                        print(job_id, outcome.unwrap())
+                    except trioqueue.NoResult as exc:
+                        print(job_id, "finished without a value:", exc)
+
+        Raises:
+            BackendUnavailable: The backend could not be reached.
+        """
+        async with self._backend.finished(list(job_ids)) as finished:
+            async for job_id, record in finished:
+                try:
+                    value = _value(job_id, record)
+                except (NoResult, JobNotFound) as exc:
+                    got: Maybe[Any] = Error(exc)
+                else:
+                    got = Value(value)
+                yield job_id, got
+
+    async def enqueue_and_wait(
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
+    ) -> Any:
+        """Enqueue a job as `enqueue` does, wait until it finishes, return its result.
+
+        For request/response use. With an *id*, calling again after a lost reply
+        (or a cancelled wait) finds the same job instead of running another, and
+        returns its result. Cancellable: a cancellation while it waits for the
+        result leaves the job enqueued (it runs all the same).
+
+        Raises:
+            As `enqueue` raises, then as `result` raises.
+        """
+        receipt = await self.enqueue(payload, id=id, **options)
+        return await self.result(receipt.id)
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it."""

@@ -150,6 +150,12 @@ class JobRecord:
     """When a job waiting for its due time (`JobState.SCHEDULED`, or a retry
     waiting out its backoff in the backend) becomes ready, in the same terms as
     *created_at*; None for any other job."""
+    result: Any = None
+    """What the handler of a completed job returned, decoded from JSON; None
+    for any other job, or when the handler returned None (`Queue.result`)."""
+    result_error: str | None = None
+    """Why a completed job's return value was not stored (not JSON, or larger
+    than the pool's *max_result*); None when it was, or there was none."""
 
 
 @attrs.frozen

@@ -25,10 +25,19 @@ from .._backend import (
 )
 from .._exceptions import IdempotencyConflict, JobNotFound, QueueFull
 from .._metrics import Gauges, Metrics, MetricsSnapshot
-from .._records import ErrorInfo, Job, JobRecord, JobState, Retention, check_transition
+from .._records import (
+    TERMINAL_STATES,
+    ErrorInfo,
+    Job,
+    JobRecord,
+    JobState,
+    Retention,
+    check_transition,
+)
+from ._waiters import Waiters
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncGenerator, Sequence
 
 __all__ = ["MemoryBackend"]
 
@@ -73,6 +82,8 @@ class _Entry:
     max_attempts: int | None = None  # the producer's per-job options (NewJob)
     handler_timeout: float | None = None
     task: str | None = None
+    result: bytes | None = None  # the handler's return value, as JSON
+    result_error: str | None = None
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -93,6 +104,8 @@ class _Entry:
             last_error=self.last_error,
             reason=self.reason,
             due_at=None if self.due is None else self.due + wall_offset,
+            result=None if self.result is None else json.loads(self.result),
+            result_error=self.result_error,
         )
 
 
@@ -134,6 +147,7 @@ class MemoryBackend:
         self._last_token = 0  # claim tokens are the numbers after it, never reused
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
+        self._waiters = Waiters()  # finished() calls
         self._metrics = Metrics(self._gauges)
         # see _touch: when a worker last reached the backend, when the last silence ended
         self._seen: float | None = None
@@ -297,6 +311,7 @@ class MemoryBackend:
 
     def _finish(self, entry: _Entry, now: float) -> None:
         self._metrics.processed += 1
+        self._waiters.notify(entry.id)
         self._finished[entry.id] = now
         limit = self._retention.max_count
         while limit is not None and len(self._finished) > limit:
@@ -417,6 +432,37 @@ class MemoryBackend:
         await trio.lowlevel.checkpoint()
         return self._held()
 
+    @trio.as_safe_channel
+    async def finished(
+        self, job_ids: Sequence[str]
+    ) -> AsyncGenerator[tuple[str, JobRecord | None], None]:
+        """Each of *job_ids* with its record as it finishes; see `Backend.finished`."""
+        await trio.lowlevel.checkpoint()
+        inbox = self._waiters.open(job_ids)
+        try:
+            look_at = list(dict.fromkeys(job_ids))
+            while True:
+                ended: list[tuple[str, JobRecord | None]] = []
+                for job_id in look_at:
+                    entry = self._records.get(job_id)
+                    if job_id not in inbox.waiting:
+                        continue  # given already (delivered while it was looked at first)
+                    if entry is None:
+                        ended.append((job_id, None))
+                    elif entry.state in TERMINAL_STATES:
+                        ended.append((job_id, entry.record(self._wall_offset())))
+                    else:
+                        continue
+                    self._waiters.done(inbox, job_id)
+                for pair in ended:
+                    yield pair
+                if not inbox.waiting:
+                    return
+                await inbox.wait()
+                look_at = inbox.take()
+        finally:
+            self._waiters.close(inbox)
+
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first."""
         await trio.lowlevel.checkpoint()
@@ -511,8 +557,10 @@ class MemoryBackend:
         await trio.lowlevel.cancel_shielded_checkpoint()
         return lost
 
-    async def ack(self, claim: Claim) -> bool:
-        """Complete the job; False if the claim is stale.
+    async def ack(
+        self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
+    ) -> bool:
+        """Complete the job, keeping *result*; False if the claim is stale.
 
         A late success is kept: when this claim's lease ran out and the job was
         claimed again, but no run of it has finished, the job completes now and
@@ -542,6 +590,7 @@ class MemoryBackend:
             now = self.now()
             entry.move(JobState.COMPLETED, now)
             entry.attempts += 1
+            entry.result, entry.result_error = result, result_error
             self._metrics.succeeded += 1
             self._metrics.end_to_end.observe(now - entry.created_at)
             self._finish(entry, now)
@@ -596,6 +645,7 @@ class MemoryBackend:
                 entry.last_error = error
                 self._metrics.failed += 1
             self._dead[entry.id] = None
+            self._waiters.notify(entry.id)
             self._unclaim(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None

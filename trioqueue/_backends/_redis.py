@@ -42,12 +42,16 @@ from ._queue_info import QueueInfo
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
 from ._redis_client import connect
 from ._redis_connection import WAIT_NEEDS_GLIDE, decode_record, text
+from ._redis_events import EventReader
 from ._redis_keys import RedisKeys
 from ._redis_scripts import READ_ONLY
 from ._redis_stream import StreamSource, stream_options
+from ._waiters import Waiters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncGenerator, Callable, Sequence
+
+    from ._waiters import Inbox
 
 __all__ = ["RedisBackend"]
 
@@ -60,6 +64,8 @@ _MAX_OUTCOME_BATCH: Final = 256  # outcomes recorded in one script call at most
 _INJECTED_CLOCK_BLOCK: Final = 10.0  # BLMOVE's own limit, in real seconds, with a test clock
 _DEFAULT_MIN_IDLE: Final = 30.0  # the default lease, as `trioqueue worker --min-idle` has it
 _NO_CAPACITY: Final = 2**63 - 1  # a stream's: nothing bounds it
+_LOOK_AGAIN: Final = 5.0  # seconds a wait for jobs to finish hears nothing, then looks again
+_WATCH_SLICE: Final = 1000  # jobs a wait marks in one script call at most
 
 
 def _until_due(block: float, due_in: bytes) -> float:
@@ -337,6 +343,8 @@ class RedisBackend:
         self._gauges = Gauges()
         # outcomes reported while one batch is in flight share the next round trip
         self._outcomes = Batcher(self._send_outcomes, max_batch=_MAX_OUTCOME_BATCH)
+        self._waiters = Waiters()  # finished() calls
+        self._events = EventReader(self._waiters, self._read_events, self._await_events)
 
     def __repr__(self) -> str:
         queue, where = self._keys.ready, self._conn.where  # never the password
@@ -564,6 +572,73 @@ class RedisBackend:
         """The record of *job_id*, or None if unknown or evicted."""
         fields = await self._conn.hash(self._keys.job_prefix + job_id)
         return decode_record(job_id, fields) if fields else None
+
+    @trio.as_safe_channel
+    async def finished(
+        self, job_ids: Sequence[str]
+    ) -> AsyncGenerator[tuple[str, JobRecord | None], None]:
+        """Each of *job_ids* with its record as it finishes; see `Backend.finished`.
+
+        No polling: the ids are marked on their records as waited for, and a
+        marked job puts its id on the queue's events stream when it finishes
+        (``<queue>.events``, the newest 10,000 or so kept). One waiter of this
+        process at a time reads that stream for all of them (``XREAD BLOCK``, on
+        one connection), so waits cost Redis one event per finished job that
+        someone waits for, and nothing for the others. A wait that hears nothing
+        for `_LOOK_AGAIN` seconds looks at its jobs again, in case an event was
+        lost (a Redis restart) or trimmed.
+        """
+        ids = list(dict.fromkeys(job_ids))
+        inbox = self._waiters.open(ids)
+        try:
+            await self._events.ready()  # before any job is marked: no event comes before
+            look_at = ids
+            while True:
+                for pair in await self._look(inbox, look_at):
+                    yield pair
+                if not inbox.waiting:
+                    return
+                if await self._events.wait(inbox, _LOOK_AGAIN):
+                    look_at = inbox.take()
+                else:
+                    look_at = list(inbox.waiting)
+        finally:
+            self._waiters.close(inbox)
+            if not self._waiters:
+                self._events.idle()
+
+    async def _look(self, inbox: Inbox, job_ids: list[str]) -> list[tuple[str, JobRecord | None]]:
+        """Which of *job_ids* are finished (with their records); mark the others."""
+        ended: list[tuple[str, JobRecord | None]] = []
+        job_ids = [job_id for job_id in job_ids if job_id in inbox.waiting]
+        for start in range(0, len(job_ids), _WATCH_SLICE):
+            part = job_ids[start : start + _WATCH_SLICE]
+            states = [int(n) for n in await self._run("watch", *part)]
+            done = [job_id for job_id, n in zip(part, states, strict=True) if n == 1]
+            found = await self._conn.hashes([self._keys.job_prefix + job_id for job_id in done])
+            records = dict(zip(done, found, strict=True))
+            for job_id, state in zip(part, states, strict=True):
+                if state == 2:
+                    continue  # marked: its event will come
+                fields = records.get(job_id)
+                # gone since (the retention forgot it): unknown, as one never enqueued
+                ended.append((job_id, decode_record(job_id, fields) if fields else None))
+                self._waiters.done(inbox, job_id)
+        return ended
+
+    async def _read_events(self, after: str) -> tuple[str, list[str]]:
+        """The events after *after* (see `EventReader`)."""
+        position, ids = await self._run("events", after)
+        return text(position), [text(job_id) for job_id in ids]
+
+    async def _await_events(self, after: str, seconds: float) -> None:
+        """Return once the events stream may have an entry after *after*, or *seconds* passed."""
+        streams = {self._keys.events: after}
+        if self._clock is None:  # the server's timer, which a cancellation ends at once
+            await self._conn.wait_for_entries(streams, seconds)
+        else:  # a test clock: the wait ends on Trio's
+            with trio.move_on_after(seconds):
+                await self._conn.wait_for_entries(streams, _INJECTED_CLOCK_BLOCK)
 
     async def pending(self) -> int:
         """Jobs accepted and not finished: ready, stored, or claimed."""
@@ -832,12 +907,12 @@ class RedisBackend:
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         return {text(token) for token in await self._run("renew", lease, ttl, *pairs)}
 
-    async def _send_outcomes(self, outcomes: Sequence[tuple[str, ...]]) -> list[bytes]:
+    async def _send_outcomes(self, outcomes: Sequence[tuple[str | bytes, ...]]) -> list[bytes]:
         """Record a batch of outcomes in one script call (see `Batcher`)."""
         return list(await self._run("settle", *[part for group in outcomes for part in group]))
 
     async def _settle(
-        self, claim: Claim, kind: str, error: ErrorInfo | None = None, reason: str = ""
+        self, claim: Claim, kind: str, error: ErrorInfo | None = None, reason: str | bytes = ""
     ) -> bool:
         age = await self._outcomes.submit(
             (
@@ -856,7 +931,7 @@ class RedisBackend:
             return False
         if kind != "requeue":
             local.processed += 1
-            local.failed += error is not None
+            local.failed += error is not None and error.type != ""
         if kind == "ack":
             local.succeeded += 1
             local.end_to_end.observe(float(age))
@@ -868,9 +943,15 @@ class RedisBackend:
             local.dropped += 1
         return True
 
-    async def ack(self, claim: Claim) -> bool:
-        """Complete the job; False if the claim is stale."""
-        return await self._settle(claim, "ack")
+    async def ack(
+        self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
+    ) -> bool:
+        """Complete the job, keeping *result* on its record; False if the claim is stale."""
+        if result is None and result_error is None:
+            return await self._settle(claim, "ack")
+        # settle.lua takes the result in the reason slot, why it is missing in the message's
+        missing = None if result_error is None else ErrorInfo("", result_error)
+        return await self._settle(claim, "ack", missing, "" if result is None else result)
 
     async def retry_later(
         self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0

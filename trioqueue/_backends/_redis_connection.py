@@ -88,6 +88,13 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         except ValueError:  # a dead letter that never decoded: keep its bytes
             payload = raw
     reason = get("w") or None
+    result: Any = None
+    result_error = get("rerr") or None
+    if (stored := fields.get(b"res")) is not None:
+        try:
+            result = decode_payload(stored)
+        except ValueError as exc:  # changed by hand: say so, never raise
+            result_error = f"its stored result is not JSON ({exc})"
     try:
         state = JobState(get("s"))
     except ValueError:
@@ -105,6 +112,8 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         last_error=error,
         reason=reason,
         due_at=number("due") if get("due") else None,
+        result=result,
+        result_error=result_error,
     )
 
 

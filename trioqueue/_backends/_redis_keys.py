@@ -40,7 +40,7 @@ def hash_slot(key: str | bytes) -> int:
 
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
-    ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled",
+    ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -95,6 +95,8 @@ class RedisKeys:
     """Set of claimed job ids waiting out a retry backoff."""
     scheduled: str
     """Sorted set of jobs waiting for their due time, scored by it (the server's clock)."""
+    events: str
+    """Stream of the ids of finished jobs that someone waits for (`RedisBackend.finished`)."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
     stream: str = ""
@@ -133,6 +135,7 @@ class RedisKeys:
             held=f"{queue}.held",
             retrying=f"{queue}.retrying",
             scheduled=f"{queue}.scheduled",
+            events=f"{queue}.events",
             job_prefix=f"{queue}{JOB_INFIX}",
         )
         return keys
@@ -175,6 +178,7 @@ class RedisKeys:
             self.held,
             self.retrying,
             self.scheduled,
+            self.events,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

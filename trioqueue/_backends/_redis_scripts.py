@@ -24,6 +24,8 @@ SCRIPT_NAMES: Final = (
     "settings",
     "mark_schedule",
     "schedule_marks",
+    "watch",
+    "events",
 )
 
 
@@ -37,6 +39,8 @@ READ_ONLY: Final = frozenset(
         "configure",
         "settings",
         "schedule_marks",
+        "watch",
+        "events",
     }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""
@@ -58,6 +62,9 @@ FLAGS: Final = {
     "pending": "no-writes,allow-oom",
     "settings": "no-writes,allow-oom",
     "schedule_marks": "no-writes,allow-oom",
+    # marks the records of jobs someone waits for: a few bytes each
+    "watch": "allow-oom",
+    "events": "no-writes,allow-oom",
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

@@ -28,14 +28,19 @@ import trio
 from .._backend import AddMode, AddResult, Claim, NewJob, Receipt, SweepReport, checked_capacity
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
+from .._records import JobRecord
 from ._queue_info import QueueInfo
 from ._redis import RedisBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncGenerator, Sequence
 
-    from .._records import ErrorInfo, JobRecord
+    from trio.abc import SendChannel
+
+    from .._records import ErrorInfo
     from ._queue_settings import QueueSettings
+
+_Finished = tuple[str, JobRecord | None]  # a finished job's id and record
 
 __all__ = ["ShardedBackend", "shard_names"]
 
@@ -235,6 +240,31 @@ class ShardedBackend:
         """The record of *job_id*, from its shard."""
         return await self.shard_for(job_id).status(job_id)
 
+    @trio.as_safe_channel
+    async def finished(
+        self, job_ids: Sequence[str]
+    ) -> AsyncGenerator[tuple[str, JobRecord | None], None]:
+        """Each of *job_ids* with its record as it finishes, from its shard's events."""
+        groups: dict[int, list[str]] = {}
+        for job_id in dict.fromkeys(job_ids):
+            groups.setdefault(_shard_of(job_id, len(self._shards)), []).append(job_id)
+        send, receive = trio.open_memory_channel[_Finished](0)
+
+        async def one(
+            shard: RedisBackend, ids: list[str], out: SendChannel[tuple[str, JobRecord | None]]
+        ) -> None:
+            async with out, shard.finished(ids) as found:
+                async for pair in found:
+                    await out.send(pair)
+
+        async with trio.open_nursery() as nursery:
+            async with send:
+                for shard, ids in groups.items():
+                    nursery.start_soon(one, self._shards[shard], ids, send.clone())
+            async with receive:
+                async for pair in receive:
+                    yield pair
+
     async def pending(self) -> int:
         """Jobs accepted and not finished, in all shards."""
         return sum([await shard.pending() for shard in self._shards])
@@ -413,10 +443,12 @@ class ShardedBackend:
             lost.update(f"{shard}/{token}" for token in gone)
         return lost
 
-    async def ack(self, claim: Claim) -> bool:
-        """Complete the job on its shard; False if the claim is stale."""
+    async def ack(
+        self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
+    ) -> bool:
+        """Complete the job on its shard, keeping *result*; False if the claim is stale."""
         shard, own = self._unwrap(claim)
-        return await shard.ack(own)
+        return await shard.ack(own, result, result_error=result_error)
 
     async def retry_later(
         self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0

@@ -69,6 +69,7 @@ local function take(element, fresh)
     redis.call('LPUSH', K_DEAD, id)
     count('dead_lettered')
     entry_done(id)
+    ended(id)
     return
   end
   local entry = K_STREAM and not fresh and redis.call('HGET', key, 'e')

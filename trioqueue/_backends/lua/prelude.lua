@@ -1,7 +1,7 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
---       suspects, held, retrying, scheduled; for a stream source also the stream and
---       its wake stream
+--       suspects, held, retrying, scheduled, events; for a stream source also the
+--       stream and its wake stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
@@ -20,11 +20,13 @@ local K_SUS = KEYS[10]
 local K_HELD, K_RETRY = KEYS[11], KEYS[12]
 -- Jobs waiting for their due time (delayed jobs), scored by it on the server's clock.
 local K_SCHED = KEYS[13]
+-- The ids of finished jobs someone waits for (see ended), read by RedisBackend.finished.
+local K_EVENTS = KEYS[14]
 -- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
 -- hand is refused here, before any write, never half-way through a script.
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
-  'zset', 'set', 'zset'}
-if KEYS[14] then KINDS[14], KINDS[15] = 'stream', 'stream' end
+  'zset', 'set', 'zset', 'stream'}
+if KEYS[15] then KINDS[15], KINDS[16] = 'stream', 'stream' end
 for i, kind in ipairs(KINDS) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then
@@ -49,7 +51,7 @@ local SIMPLE = ARGV[6] == 'simple'
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
 -- process reads as CONSUMER; the ready list holds only jobs to deliver again.
-local K_STREAM, K_WAKE = KEYS[14], KEYS[15]
+local K_STREAM, K_WAKE = KEYS[15], KEYS[16]
 local GROUP = table.remove(ARGV, 8)
 local CONSUMER = table.remove(ARGV, 8)
 local GROUP_START = table.remove(ARGV, 8)
@@ -317,6 +319,18 @@ local function putback(id, front, suspect)
     redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
   else
     schedule(id, front)
+  end
+end
+
+-- A job finished (completed, dropped, dead-lettered). When someone waits for it
+-- (watch.lua marked its record), its id goes on the events stream, where each
+-- process's waiters read it; the newest EVENTS_KEPT or so are kept, an hour after
+-- the last. A waiter that missed one finds the job finished when it looks again.
+local EVENTS_KEPT = 10000
+local function ended(id)
+  if redis.call('HGET', jobkey(id), 'wt') then
+    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', 'id', id)
+    redis.call('EXPIRE', K_EVENTS, 3600)
   end
 end
 

@@ -1,8 +1,9 @@
 -- Record the outcomes of attempts, in order. ARGV[8..]: groups of seven: id, token,
--- kind, error type, error message, reason, error traceback. kind: ack, drop, dead, retry (the claim
--- keeps the job; reason: seconds until the next attempt is due, kept as the job's 'due'
--- so that a put-back or recovery waits out the rest), requeue (a job that waited to
--- retry goes back on the queue).
+-- kind, error type, error message, reason, error traceback. kind: ack (reason: the
+-- handler's return value as JSON, '' for none; error message: why it was not kept),
+-- drop, dead, retry (the claim keeps the job; reason: seconds until the next attempt is
+-- due, kept as the job's 'due' so that a put-back or recovery waits out the rest),
+-- requeue (a job that waited to retry goes back on the queue).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
 local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
@@ -52,9 +53,15 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   end
   unclaim(id)
   redis.call('HDEL', key, 'due')  -- a late success may end another run's backoff
-  entry_done(id)  -- first: the retention below may forget the record, and its entry with it
+  -- first: the retention below may forget the record, and its entry with it
+  entry_done(id)
+  ended(id)
   if kind == 'ack' then
     redis.call('HSET', key, 's', 'completed')
+    -- the handler's return value (JSON) in the reason slot, why it was not kept in the
+    -- error message's
+    if reason ~= '' then redis.call('HSET', key, 'res', reason) end
+    if emsg ~= '' then redis.call('HSET', key, 'rerr', emsg) end
     count('succeeded')
     finished(id)
   elseif kind == 'drop' then

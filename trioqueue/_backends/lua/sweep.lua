@@ -16,6 +16,7 @@ local function abandon(id)
     .. 'so requeue it by hand if it should run again')
   redis.call('LPUSH', K_DEAD, id)
   count('dead_lettered')
+  ended(id)
 end
 
 touch()
