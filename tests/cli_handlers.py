@@ -37,6 +37,10 @@ async def failing(job: trioqueue.Job) -> None:
     raise RuntimeError("failing on purpose")
 
 
+async def double(job: trioqueue.Job) -> dict[str, int]:
+    return {"double": job.payload["n"] * 2}
+
+
 def not_async(job: trioqueue.Job) -> None:
     print("never", job.id)
 

@@ -376,6 +376,45 @@ def test_one_worker_runs_several_tasks_from_a_table_of_handlers(target, workers)
     assert worker.exit_status() == 0
 
 
+def test_result_waits_for_the_job_and_prints_what_its_handler_returned(target, workers):
+    target.enqueue_lines(2)
+    command = [sys.executable, "-m", "trioqueue", "result", "j0"]
+    command += ["--redis", target.url, "--queue", target.queue]
+    waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        not_yet = target.run("result", "j1", "--timeout", "0.2")
+        assert not_yet.returncode == 3
+        assert not_yet.stderr.strip() == (
+            "trioqueue result: job j1 has not finished within 0.2 s (it is received); wait "
+            "longer, or without --timeout"
+        )
+        assert waiting.poll() is None  # still waiting: nobody ran j0
+        workers.append(Worker(target, "cli_handlers:double"))
+        out, err = waiting.communicate(timeout=TIMEOUT)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert (waiting.returncode, out, err) == (0, '{"double": 0}\n', "")
+    done = target.run("result", "j1", "--timeout", "30")
+    assert (done.returncode, done.stdout) == (0, '{"double": 2}\n')
+    unknown = target.run("result", "nobody")
+    assert unknown.returncode == 1
+    assert "no job 'nobody'" in unknown.stderr
+
+
+def test_result_of_a_dead_letter_says_it_failed_and_why(target, workers):
+    target.enqueue_lines(1)
+    options = ("--max-attempts", "1")
+    workers.append(Worker(target, "cli_handlers:failing", *options))
+    target.wait_for_dead_letters(1)
+    failed = target.run("result", "j0")
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("trioqueue result: job 'j0' failed: it is a dead letter")
+    assert "RuntimeError: failing on purpose" in failed.stderr
+    assert failed.stdout == ""
+
+
 def test_a_lifespan_is_entered_before_the_first_job_and_left_after_the_last(target, workers):
     target.enqueue_lines(2)
     worker = Worker(target, "cli_handlers:lifespan", "--lifespan")

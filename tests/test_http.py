@@ -353,6 +353,27 @@ async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
         pass
 
 
+async def test_a_completed_jobs_record_holds_what_its_handler_returned(backend):
+    async def total(job: trioqueue.Job) -> object:
+        return {"total": sum(job.payload)} if job.id == "sum" else {1, 2}
+
+    async with served(create_app(backend)) as http:
+        for job_id in ("sum", "set"):
+            posted = await http.post("/jobs", json={"id": job_id, "payload": [1, 2, 3]})
+            assert posted.status_code == 201
+        async with trioqueue.open_worker_pool(backend, total):
+            pass
+        done = (await http.get("/jobs/sum")).json()
+        assert (done["state"], done["result"], done["result_error"]) == (
+            "completed",
+            {"total": 6},
+            None,
+        )
+        odd = (await http.get("/jobs/set")).json()
+        assert (odd["state"], odd["result"]) == ("completed", None)
+        assert "must be JSON-serialisable" in odd["result_error"]
+
+
 async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(backend):
     await _dead_letters(backend, 2)
     async with served(create_app(backend)) as http:  # no token: changes are off

@@ -56,6 +56,7 @@ TIERS = {
     "_cli_worker": 5,
     "_cli_admin": 5,
     "_cli_queue": 5,
+    "_cli_jobs": 5,
     "_cli_serve": 5,
     "http": 4,
     "http._app": 4,

@@ -26,8 +26,8 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_has_its_five_examples():
-    assert len(examples()) == 5
+def test_the_readme_has_its_six_examples():
+    assert len(examples()) == 6
 
 
 def test_the_first_example_runs_and_prints_a_readable_report():
@@ -72,9 +72,22 @@ def test_the_schedule_example_runs_a_tick_a_second_and_names_the_next_nightly_on
     assert all(re.fullmatch(r"heartbeat@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", t) for t in ticks)
 
 
+def test_the_results_example_prints_each_result_and_the_waits_end():
+    result = run(examples()[4])
+    assert result.returncode == 0, result.stderr
+    first, *fanned, last = result.stdout.splitlines()
+    assert first == "{'width': 160}"
+    assert sorted(fanned) == [
+        "thumb-1024 {'width': 256}",
+        "thumb-2048 {'width': 512}",
+        "thumb-800 {'width': 200}",
+    ]
+    assert last == "{'width': 200}"
+
+
 def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
-    code = examples()[4].replace("redis://localhost:6379/0", redis_server.url)
-    assert code != examples()[4]
+    code = examples()[5].replace("redis://localhost:6379/0", redis_server.url)
+    assert code != examples()[5]
     result = run(code)
     assert result.returncode == 0, result.stderr
     assert "counters: enqueued=1000" in result.stdout

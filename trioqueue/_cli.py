@@ -94,7 +94,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        _add_demo, _add_worker, _add_enqueue, _add_stats, _add_dead, _add_queue, _add_serve,
+        _add_demo, _add_worker, _add_enqueue, _add_result, _add_stats, _add_dead, _add_queue,
+        _add_serve,
     ):  # fmt: skip
         add(commands)
     for command in commands.choices.values():
@@ -305,6 +306,23 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 
 
+def _add_result(commands: argparse._SubParsersAction[_Parser]) -> None:
+    result = commands.add_parser(
+        "result",
+        help="wait for a job to finish and print what its handler returned",
+        description="Wait until job ID finishes, then print its handler's return value as "
+        "JSON (exit status 0). A job that failed, was dropped, or whose value was not stored "
+        "is said on stderr (exit status 1), as is an unknown id; one that has not finished "
+        "within --timeout, too (exit status 3).",
+    )
+    result.add_argument("job_id", metavar="ID", help="the job's id")
+    result.add_argument(
+        "--timeout", type=seconds, default=None, help="seconds to wait at most (default: no limit)"
+    )
+    add_redis_options(result)
+    result.set_defaults(run=_result, log_level=logging.WARNING)
+
+
 def _add_stats(commands: argparse._SubParsersAction[_Parser]) -> None:
     stats = commands.add_parser(
         "stats",
@@ -448,6 +466,12 @@ async def _enqueue(args: argparse.Namespace) -> int:
     from ._cli_admin import run_enqueue
 
     return await run_enqueue(args)
+
+
+async def _result(args: argparse.Namespace) -> int:
+    from ._cli_jobs import run_result
+
+    return await run_result(args)
 
 
 async def _stats(args: argparse.Namespace) -> int:

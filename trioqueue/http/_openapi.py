@@ -75,6 +75,11 @@ _RECORD: dict[str, Any] = {
             ]
         },
         "reason": {"type": ["string", "null"]},
+        "result": {"description": "What the handler of a completed job returned (JSON)."},
+        "result_error": {
+            "type": ["string", "null"],
+            "description": "Why a completed job's return value was not stored.",
+        },
         "deduplicated": {"type": "boolean"},
     },
 }
