@@ -37,6 +37,17 @@ async def failing(job: trioqueue.Job) -> None:
     raise RuntimeError("failing on purpose")
 
 
+async def cancellable(job: trioqueue.Job) -> None:
+    print("started", job.id, "attempt", job.attempt, flush=True)
+    try:
+        await trio.sleep(3600)
+    except trio.Cancelled:
+        print("cancelled", job.id, flush=True)
+        raise
+    finally:
+        print("finally", job.id, flush=True)
+
+
 async def double(job: trioqueue.Job) -> dict[str, int]:
     return {"double": job.payload["n"] * 2}
 

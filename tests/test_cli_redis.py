@@ -415,6 +415,35 @@ def test_result_of_a_dead_letter_says_it_failed_and_why(target, workers):
     assert failed.stdout == ""
 
 
+def test_cancel_from_another_process_stops_a_running_handler(target, workers):
+    """The issue's test: the handler sees Cancelled, its finally runs, it is not retried."""
+    target.enqueue_lines(3)
+    worker = Worker(target, "cli_handlers:cancellable", "--workers", "1", "--grace", "0.2")
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "started") == ["started j0 attempt 1"]
+    waiting = target.run("cancel", "j1")  # not started: removed at once
+    assert (waiting.returncode, waiting.stdout) == (0, "j1 cancelled\n")
+    running = target.run("cancel", "j0", "--wait")
+    assert running.returncode == 0, running.stderr
+    assert running.stdout == "j0 cancelled: its worker stopped it\n"
+    assert worker.wait_for(worker.out, "", 3) == [
+        "cancelled j0",
+        "finally j0",
+        "started j2 attempt 1",
+    ]
+    result = target.run("result", "j0")
+    assert result.returncode == 1
+    assert "was cancelled: cancelled while a worker held it" in result.stderr
+    again = target.run("cancel", "j0")
+    assert again.returncode == 1
+    assert "has finished already (cancelled)" in again.stderr
+    assert target.run("cancel", "nobody").returncode == 1
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 3  # j2's handler was cancelled by the shutdown
+    counters = target.stats()["counters"]
+    assert (counters["cancelled"], counters["retries"], counters["failed"]) == (2, 0, 0)
+
+
 def test_a_lifespan_is_entered_before_the_first_job_and_left_after_the_last(target, workers):
     target.enqueue_lines(2)
     worker = Worker(target, "cli_handlers:lifespan", "--lifespan")

@@ -374,6 +374,47 @@ async def test_a_completed_jobs_record_holds_what_its_handler_returned(backend):
         assert "must be JSON-serialisable" in odd["result_error"]
 
 
+async def test_delete_cancels_a_job_with_the_admin_token(backend):
+    queue = trioqueue.Queue(backend)
+    await queue.enqueue("b", id="done")
+
+    held_runs = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        if job.id == "held":
+            held_runs.set()
+            await trio.sleep(3600)
+
+    async with trioqueue.open_worker_pool(backend, handler):
+        pass  # "done" is done
+    await queue.enqueue("c", id="held")
+    await queue.enqueue("d", id="queued")
+    token = {"Authorization": "Bearer s3cret"}
+    async with served(create_app(backend, admin_token="s3cret")) as http:
+        assert (await http.delete("/jobs/queued")).status_code == 401  # no token
+        cancelled = await http.delete("/jobs/queued", headers=token)
+        assert cancelled.status_code == 200
+        assert cancelled.json() == {"id": "queued", "cancel": "cancelled", "state": "cancelled"}
+        assert (await http.get("/jobs/queued")).json()["state"] == "cancelled"
+        finished = await http.delete("/jobs/done", headers=token)
+        assert finished.status_code == 409
+        assert (finished.json()["error"], finished.json()["state"]) == ("finished", "completed")
+        assert (await http.delete("/jobs/nobody", headers=token)).status_code == 404
+        async with trioqueue.open_worker_pool(backend, handler) as pool:
+            await held_runs.wait()
+            requested = await http.delete("/jobs/held", headers=token)
+            assert requested.status_code == 202
+            assert requested.json()["cancel"] == "requested"
+            with trio.fail_after(10):
+                with pytest.raises(trioqueue.JobCancelled):
+                    await queue.result("held")
+            await pool.shutdown(5)
+    async with served(create_app(backend)) as http:  # no token configured: off
+        off = await http.delete("/jobs/held")
+        assert off.status_code == 403
+        assert "cancelling" in off.json()["message"]
+
+
 async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(backend):
     await _dead_letters(backend, 2)
     async with served(create_app(backend)) as http:  # no token: changes are off

@@ -47,7 +47,7 @@ class RenewalsFailAWhile:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def renew(self, claims: Any, *, lease: float) -> set[str]:
+    async def renew(self, claims: Any, *, lease: float) -> trioqueue.Renewal:
         if trio.current_time() < self.until:
             await trio.lowlevel.checkpoint()
             raise BackendUnavailable("fake://db", "renewal refused")

@@ -12,9 +12,11 @@ from __future__ import annotations
 from ._backend import AddMode as AddMode
 from ._backend import AddResult as AddResult
 from ._backend import Backend as Backend
+from ._backend import CancelResult as CancelResult
 from ._backend import Claim as Claim
 from ._backend import NewJob as NewJob
 from ._backend import Receipt as Receipt
+from ._backend import Renewal as Renewal
 from ._backend import SweepReport as SweepReport
 from ._backends._memory import MemoryBackend as MemoryBackend
 from ._backends._queue_info import QueueInfo as QueueInfo
@@ -51,6 +53,7 @@ from ._records import Job as Job
 from ._records import JobRecord as JobRecord
 from ._records import JobState as JobState
 from ._records import Retention as Retention
+from ._result_errors import JobCancelled as JobCancelled
 from ._result_errors import JobDropped as JobDropped
 from ._result_errors import JobFailed as JobFailed
 from ._result_errors import NoResult as NoResult
@@ -71,6 +74,7 @@ __all__ = [
     "BackendOutOfMemory",
     "BackendRefused",
     "BackendUnavailable",
+    "CancelResult",
     "Claim",
     "ConfigurationError",
     "Drop",
@@ -81,6 +85,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidTransition",
     "Job",
+    "JobCancelled",
     "JobDropped",
     "JobFailed",
     "JobNotFound",
@@ -99,6 +104,7 @@ __all__ = [
     "QueueSettings",
     "Receipt",
     "RedisBackend",
+    "Renewal",
     "ResultNotStored",
     "Retention",
     "Retry",

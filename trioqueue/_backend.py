@@ -32,9 +32,11 @@ __all__ = [
     "AddMode",
     "AddResult",
     "Backend",
+    "CancelResult",
     "Claim",
     "NewJob",
     "Receipt",
+    "Renewal",
     "SweepReport",
     "checked_capacity",
     "checked_retention",
@@ -72,6 +74,22 @@ class AddMode(enum.Enum):
     NOWAIT = "nowait"
     #: Store the job with ``queued = False``; it is scheduled when room frees.
     SUBMIT = "submit"
+
+
+class CancelResult(enum.Enum):
+    """What `Queue.cancel` did."""
+
+    #: The job was waiting (ready, stored, scheduled, or between retries): it is
+    #: removed and recorded `JobState.CANCELLED` now.
+    CANCELLED = "cancelled"
+    #: A worker holds the job (running it, about to, or sleeping before a retry): the
+    #: worker cancels it when it next renews its claims (`WorkerPool`), and records it
+    #: cancelled. A handler that finishes first completes the job. On a stream source,
+    #: also an entry its group has not read yet: it ends, cancelled, when read.
+    REQUESTED = "requested"
+    #: The job had finished already (completed, dead-lettered, dropped or cancelled):
+    #: it is left as it was.
+    FINISHED = "finished"
 
 
 @attrs.frozen
@@ -134,6 +152,19 @@ class Claim:
     """A job that was held by workers that died, more than once: it may be what kills
     them. A suspect comes alone; the pool starts it once no other handler runs, and
     claims nothing more until it is done."""
+
+
+@attrs.frozen
+class Renewal:
+    """What one `Backend.renew` found."""
+
+    lost: frozenset[str] = frozenset()
+    """The tokens of the claims no longer held (their lease ran out and the job went
+    to another worker, or a late outcome of another run finished it): their leases
+    were not extended."""
+    cancel: frozenset[str] = frozenset()
+    """The tokens of claims still held whose jobs were cancelled (`Backend.cancel`):
+    the pool stops them and ends them with `Backend.cancel_claim`."""
 
 
 @attrs.frozen
@@ -216,13 +247,32 @@ class Backend(Protocol):
         """
         ...
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
         """Extend the leases of *claims* still held to *lease* seconds from now.
 
         Returns:
-            The tokens of the claims in *claims* that are no longer held (their
-            lease ran out and the job went to another worker, or a late outcome of
-            another run finished it): their leases were not extended.
+            The claims no longer held, and those whose jobs were cancelled.
+        """
+        ...
+
+    async def cancel(self, job_id: str) -> CancelResult:
+        """Cancel job *job_id*: at once if it waits, else by asking its worker to.
+
+        A job nobody holds (ready, stored, scheduled, waiting out a backoff given
+        back) is removed and recorded `JobState.CANCELLED`. A claimed one is marked:
+        `renew` reports it to its pool (`Renewal.cancel`), and a claim of it given
+        back (`release`, `requeue`) or recovered (`sweep`) ends it cancelled
+        instead of putting it back.
+
+        Raises:
+            JobNotFound: No job *job_id* is known.
+        """
+        ...
+
+    async def cancel_claim(self, claim: Claim) -> bool:
+        """End a claim whose job was cancelled: the job is `JobState.CANCELLED`.
+
+        False (and nothing changed) if the claim is stale.
         """
         ...
 

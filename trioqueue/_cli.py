@@ -94,8 +94,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        _add_demo, _add_worker, _add_enqueue, _add_result, _add_stats, _add_dead, _add_queue,
-        _add_serve,
+        _add_demo, _add_worker, _add_enqueue, _add_result, _add_cancel, _add_stats, _add_dead,
+        _add_queue, _add_serve,
     ):  # fmt: skip
         add(commands)
     for command in commands.choices.values():
@@ -323,6 +323,23 @@ def _add_result(commands: argparse._SubParsersAction[_Parser]) -> None:
     result.set_defaults(run=_result, log_level=logging.WARNING)
 
 
+def _add_cancel(commands: argparse._SubParsersAction[_Parser]) -> None:
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel a job: it will not run (again)",
+        description="Cancel job ID. One waiting for a worker is removed at once; one a worker "
+        "holds is stopped by that worker at its next lease renewal (its handler sees "
+        "trio.Cancelled), and recorded cancelled, not failed. A finished job is left alone "
+        "(exit status 1).",
+    )
+    cancel.add_argument("job_id", metavar="ID", help="the job's id")
+    cancel.add_argument(
+        "--wait", action="store_true", help="wait until a worker holding the job has stopped it"
+    )
+    add_redis_options(cancel)
+    cancel.set_defaults(run=_cancel, log_level=logging.WARNING)
+
+
 def _add_stats(commands: argparse._SubParsersAction[_Parser]) -> None:
     stats = commands.add_parser(
         "stats",
@@ -419,8 +436,9 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
     serve.add_argument(
         "--admin-token",
         metavar="TOKEN",
-        help="the bearer token that requeueing and purging dead letters need (default: "
-        "$TRIOQUEUE_ADMIN_TOKEN, which `ps` does not show; without either they are off)",
+        help="the bearer token that requeueing and purging dead letters, and cancelling jobs, "
+        "need (default: $TRIOQUEUE_ADMIN_TOKEN, which `ps` does not show; without either "
+        "they are off)",
     )
     # not from the environment: as for demo, a variable exported for the other commands
     # must not turn a service in memory into one on that Redis
@@ -472,6 +490,12 @@ async def _result(args: argparse.Namespace) -> int:
     from ._cli_jobs import run_result
 
     return await run_result(args)
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    from ._cli_jobs import run_cancel
+
+    return await run_cancel(args)
 
 
 async def _stats(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``trioqueue result``: one job's result, waited for, from the command line."""
+"""``trioqueue result`` and ``cancel``: one job's result, or its end, from the command line."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from ._backend import CancelResult
 from ._cli_args import printable, redis_backend
 from ._queue import Queue
-from ._result_errors import NoResult
+from ._result_errors import JobCancelled, NoResult
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["NOT_YET", "run_result"]
+__all__ = ["NOT_YET", "run_cancel", "run_result"]
 
 NOT_YET: Final = 3
 """The exit status of ``trioqueue result --timeout`` when the job has not finished."""
@@ -43,3 +44,42 @@ async def run_result(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return NOT_YET
+
+
+async def run_cancel(args: argparse.Namespace) -> int:
+    """Cancel the job; with --wait, until its worker has stopped it."""
+    async with redis_backend(args) as backend:
+        queue = Queue(backend)
+        job = printable(args.job_id)
+        done = await queue.cancel(args.job_id)
+        if done is CancelResult.FINISHED:
+            record = await queue.status(args.job_id)
+            state = "gone" if record is None else record.state.value
+            print(
+                f"trioqueue cancel: job {job} has finished already ({state}); nothing was "
+                "cancelled",
+                file=sys.stderr,
+            )
+            return 1
+        if done is CancelResult.CANCELLED:
+            print(f"{job} cancelled")
+            return 0
+        if not args.wait:
+            print(
+                f"{job}: a worker holds it; it stops the job at its next lease renewal "
+                "(within its sweep interval, 1 s by default): see `trioqueue result`"
+            )
+            return 0
+        try:
+            await queue.result(args.job_id)
+        except JobCancelled:
+            print(f"{job} cancelled: its worker stopped it")
+            return 0
+        except NoResult as exc:
+            print(f"trioqueue cancel: {printable(exc)}, before its worker heard", file=sys.stderr)
+            return 1
+        print(
+            f"trioqueue cancel: job {job} completed before its worker heard of the cancel",
+            file=sys.stderr,
+        )
+        return 1

@@ -44,6 +44,8 @@ def _warn_blocked(late: float, lease: float, jobs: list[str]) -> None:
 async def renew(backend: Backend, books: Books, lease: float) -> None:
     """Renew every claim in *books*, and note there when each now runs out.
 
+    Claims whose jobs were cancelled go to ``books.cancel_requested``.
+
     The time noted is when the call began (Trio's clock): the backend renewed
     after that, so the lease lasts at least that long (see `Books.extend`).
 
@@ -52,8 +54,10 @@ async def renew(backend: Backend, books: Books, lease: float) -> None:
     """
     claims = list(books.held.values())
     started = trio.current_time()
-    lost = await backend.renew(claims, lease=lease)
-    books.extend(claims, started + lease, lost)
+    renewal = await backend.renew(claims, lease=lease)
+    books.extend(claims, started + lease, renewal.lost)
+    if renewal.cancel:
+        books.cancel_requested(renewal.cancel)
 
 
 async def renew_leases(

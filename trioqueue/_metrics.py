@@ -35,6 +35,7 @@ SHARED_COUNTER_NAMES: Final = (
     "retries",
     "dead_lettered",
     "dropped",
+    "cancelled",
     "deduplicated",
     "conflicts",
     "recovered",
@@ -199,6 +200,8 @@ class MetricsSnapshot:
     """Jobs moved to the dead letters."""
     dropped: int
     """Jobs dropped by `Drop`."""
+    cancelled: int
+    """Jobs ended by `Queue.cancel`."""
     deduplicated: int
     """Enqueues that found the same id and payload and returned the existing job."""
     conflicts: int
@@ -226,15 +229,16 @@ class MetricsSnapshot:
 
     @property
     def finished(self) -> int:
-        """Jobs that left the system: succeeded, dead-lettered, dropped or expired."""
-        return self.succeeded + self.dead_lettered + self.dropped + self.expired
+        """Jobs that left the system: succeeded, dead-lettered, dropped, cancelled or expired."""
+        return self.succeeded + self.dead_lettered + self.dropped + self.cancelled + self.expired
 
     @property
     def conserved(self) -> bool:
         """Whether every accepted job is accounted for.
 
         ``enqueued + dead_requeued == succeeded + dead_lettered + dropped +
-        expired + held``, where requeued dead letters count as accepted again.
+        cancelled + expired + held``, where requeued dead letters count as
+        accepted again.
         """
         return self.enqueued + self.dead_requeued == self.finished + self.gauges.held
 
@@ -260,7 +264,8 @@ class MetricsSnapshot:
         lines.append(
             f"conservation {verdict}: enqueued {self.enqueued} + requeued {self.dead_requeued} = "
             f"succeeded {self.succeeded} + dead-lettered {self.dead_lettered} + dropped "
-            f"{self.dropped} + expired {self.expired} + held {g.held}"
+            f"{self.dropped} + cancelled {self.cancelled} + expired {self.expired} + "
+            f"held {g.held}"
         )
         return "\n".join(lines)
 
@@ -284,6 +289,7 @@ class Metrics:
     retries: int = attrs.field(default=0, init=False)
     dead_lettered: int = attrs.field(default=0, init=False)
     dropped: int = attrs.field(default=0, init=False)
+    cancelled: int = attrs.field(default=0, init=False)
     deduplicated: int = attrs.field(default=0, init=False)
     conflicts: int = attrs.field(default=0, init=False)
     recovered: int = attrs.field(default=0, init=False)
@@ -306,6 +312,7 @@ class Metrics:
             retries=self.retries,
             dead_lettered=self.dead_lettered,
             dropped=self.dropped,
+            cancelled=self.cancelled,
             deduplicated=self.deduplicated,
             conflicts=self.conflicts,
             recovered=self.recovered,

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from ._retry import RetryPolicy
 
-__all__ = ["Ack", "DeadLetter", "Discard", "Outcome", "RetryAfter", "decide"]
+__all__ = ["Ack", "Cancel", "DeadLetter", "Discard", "Outcome", "RetryAfter", "decide"]
 
 
 @attrs.frozen
@@ -48,7 +48,12 @@ class Discard:
     reason: str
 
 
-Outcome = Ack | RetryAfter | DeadLetter | Discard
+@attrs.frozen
+class Cancel:
+    """The job was cancelled (`Queue.cancel`) while the pool held it: end it so."""
+
+
+Outcome = Ack | RetryAfter | DeadLetter | Discard | Cancel
 
 
 def _signal_in_group(error: Exception) -> Exception:

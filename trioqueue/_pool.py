@@ -24,6 +24,7 @@ import inspect
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
@@ -33,7 +34,7 @@ import trio
 from ._exceptions import ConfigurationError, IdempotencyConflict, UnknownTask
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
-from ._outcome import Ack, RetryAfter, decide
+from ._outcome import Ack, Cancel, RetryAfter, decide
 from ._payload import MAX_PAYLOAD, encode_result, reply_id
 from ._pool_books import Books
 from ._pool_config import PoolConfig, ShutdownReport, check_number
@@ -85,7 +86,9 @@ class WorkerPool:
         self._running_changed = trio.lowlevel.ParkingLot()
         # when the last handlers ended, and their jobs: to name a handler that blocked
         self._ended: collections.deque[tuple[float, str]] = collections.deque(maxlen=64)
-        self._sleeping: set[trio.CancelScope] = set()
+        self._sleeping: dict[str, trio.CancelScope] = {}  # retries sleeping, by token
+        self._to_cancel: set[str] = set()  # claims whose jobs were cancelled (queue.cancel)
+        self._books.cancel_requested = self._cancel_requested
         self._stopping = False
         self._stopped = trio.Event()
         self._work_nursery: trio.Nursery | None = None
@@ -176,7 +179,7 @@ class WorkerPool:
         if first:
             self._stopping = True
             self._fetcher.scope.cancel()
-            for scope in self._sleeping:
+            for scope in self._sleeping.values():
                 scope.cancel()
             self._grace.deadline = now + grace
             # the shutdown runs in the pool, not in this call: a caller that is
@@ -218,20 +221,53 @@ class WorkerPool:
 
     async def _work(self) -> None:
         # one scope per worker, not per attempt (entering a scope costs as much as a no-op
-        # job): shutdown cancels it once the grace is over, which ends this worker
-        with trio.CancelScope() as scope:
-            async for claim in self._fetcher.jobs:
-                try:
-                    while claim.suspect and self._running and not self._stopping:
-                        await self._running_changed.park()  # it runs alone: let others end
-                    # when stopping, the claim stays held and is released at the end
-                    if not self._stopping:
-                        if self._books.lapsed(claim):
-                            await self._lapsed(claim)
-                        else:
-                            await self._attempt(claim, scope)
-                finally:
-                    self._fetcher.place_freed()
+        # job): shutdown cancels it once the grace is over, which ends this worker; a
+        # cancelled job (queue.cancel) cancels it too, and the worker goes on in a new one
+        while True:
+            with trio.CancelScope() as scope:
+                async for claim in self._fetcher.jobs:
+                    try:
+                        while claim.suspect and self._running and not self._stopping:
+                            await self._running_changed.park()  # it runs alone: let others end
+                        await self._take(claim, scope)
+                    finally:
+                        self._fetcher.place_freed()
+                return  # the fetcher is done
+            if self._stopping:
+                return
+
+    async def _take(self, claim: Claim, scope: trio.CancelScope) -> None:
+        """Run *claim* in the worker's *scope*, unless it must not run now."""
+        if self._stopping:
+            return  # the claim stays held, and is released at the end
+        if claim.token in self._to_cancel:
+            await self._end_cancelled(claim)  # cancelled before it started
+        elif self._books.lapsed(claim):
+            await self._lapsed(claim)
+        else:
+            await self._attempt(claim, scope)
+
+    def _cancel_requested(self, tokens: AbstractSet[str]) -> None:
+        """Stop the claims whose jobs were cancelled: a running handler, a sleeping retry.
+
+        A prefetched one is ended when a worker takes it. The handler's worker scope
+        is cancelled (`_work` then goes on in a new one), and the attempt is recorded
+        as cancelled, not failed: it is not retried.
+        """
+        for token in tokens:
+            if token not in self._books.held or self._stopping:
+                continue
+            self._to_cancel.add(token)
+            if token in self._running:
+                self._running[token].cancel()
+            elif token in self._sleeping:
+                self._sleeping[token].cancel()
+
+    async def _end_cancelled(self, claim: Claim) -> None:
+        """Tell the backend that *claim*'s job, cancelled, ends here (shielded calls only)."""
+        self._to_cancel.discard(claim.token)
+        if await self._reporter.report(claim, Cancel()):
+            self._books.forget(claim)
 
     def _running_jobs(self, since: float) -> list[str]:
         """The ids of the jobs whose handlers ran at some time from *since* until now."""
@@ -286,10 +322,18 @@ class WorkerPool:
             if self._running_changed:
                 self._running_changed.unpark_all()
             if not ended and scope.cancel_called:
-                self._cancelled += 1  # Cancelled goes on up to the worker's scope
+                # Cancelled goes on up to the worker's scope; the shielded report may wait
+                if claim.token in self._to_cancel and not self._stopping:
+                    await self._end_cancelled(claim)
+                else:
+                    self._cancelled += 1
         if scope.cancel_called and error is not None:
+            if claim.token in self._to_cancel and not self._stopping:
+                await self._end_cancelled(claim)  # the handler raised on its cancellation
+                return
             self._cancelled += 1
             return  # cancelled by shutdown: not an attempt; released at the end
+        self._to_cancel.discard(claim.token)  # it ended before it heard: as it ended
         if self._stopping:
             self._finished_in_grace += 1
         metrics.handler_time.observe(trio.current_time() - started)
@@ -306,7 +350,7 @@ class WorkerPool:
         elif not self._stopping:  # else it stays held, and is released at the end
             assert self._work_nursery is not None
             sleeper = trio.CancelScope()  # registered now, so a shutdown can cancel it
-            self._sleeping.add(sleeper)
+            self._sleeping[claim.token] = sleeper
             self._work_nursery.start_soon(self._sleep_then_requeue, claim, outcome.delay, sleeper)
 
     def _stored(self, job: Job, value: object) -> Ack:
@@ -340,10 +384,12 @@ class WorkerPool:
             with scope:
                 await trio.sleep(delay)
         finally:
-            self._sleeping.discard(scope)
+            del self._sleeping[claim.token]
         if scope.cancel_called:
-            return  # shutdown: released at the end
-        await self._reporter.requeue(claim)
+            if claim.token in self._to_cancel and not self._stopping:
+                await self._end_cancelled(claim)
+            return  # else a shutdown: released at the end
+        await self._reporter.requeue(claim)  # a job cancelled since ends there instead
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         try:

@@ -20,6 +20,10 @@ def _nothing() -> None:
     pass
 
 
+def _ignore(tokens: AbstractSet[str]) -> None:
+    pass
+
+
 @final
 class Books:
     """The claims of one pool and what it knows of their leases.
@@ -43,6 +47,9 @@ class Books:
         """Unparked whenever a claim is forgotten."""
         self.emptied: Callable[[], None] = _nothing
         """Called when the last held claim is forgotten."""
+        self.cancel_requested: Callable[[AbstractSet[str]], None] = _ignore
+        """Called with the tokens of held claims whose jobs were cancelled (a renewal
+        said so): the pool stops them."""
 
     def take(self, claims: Sequence[Claim], until: float) -> None:
         """Hold *claims*, whose leases run out at *until* at the latest."""

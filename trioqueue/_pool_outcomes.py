@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final, final
 import trio
 
 from ._exceptions import BackendUnavailable
-from ._outcome import Ack, DeadLetter, Discard, Outcome, RetryAfter
+from ._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -176,6 +176,9 @@ class Reporter:
                     _described(error),
                 )
                 _log_traceback(job.id, error)
+            case Cancel():
+                call = partial(backend.cancel_claim, claim)
+                logger.info("job %s cancelled (queue.cancel): it ends here", job.id)
             case RetryAfter(delay, error):
                 call = partial(backend.retry_later, claim, error, delay=delay)
                 logger.info(

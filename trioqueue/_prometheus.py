@@ -80,6 +80,7 @@ PROCESS_COUNTER_HELP: Final = {
     "retries": "Retries this process scheduled, after a failed attempt or Retry.",
     "dead_lettered": "Jobs this process moved to the dead letters.",
     "dropped": "Jobs this process dropped because their handler raised Drop.",
+    "cancelled": "Jobs cancelled (queue.cancel) while this process held them, and ended here.",
     "released": "Unfinished jobs this process gave back to the queue, when shutting down or "
     "when it could not record their outcome.",
     "recovered": "Claims of crashed or hung workers whose lease ran out, put back on "
@@ -99,6 +100,7 @@ QUEUE_TOTAL_HELP: Final = {
     "retries": "Retries scheduled, after failed attempts and Retry.",
     "dead_lettered": "Jobs moved to the dead letters.",
     "dropped": "Jobs dropped by their handler raising Drop.",
+    "cancelled": "Jobs ended by a cancel (queue.cancel, trioqueue cancel) before they finished.",
     "deduplicated": "Enqueues that found a job with the same id and payload, and returned it.",
     "conflicts": "Enqueues refused because a job with the same id had another payload.",
     "recovered": "Claims whose lease ran out (their worker crashed or hung), put back.",

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Unpack, final
 import trio
 from outcome import Error, Value
 
-from ._backend import AddMode, AddResult, Backend, NewJob, Receipt
+from ._backend import AddMode, AddResult, Backend, CancelResult, NewJob, Receipt
 from ._exceptions import ConfigurationError, JobNotFound
 from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
 from ._records import JobState
-from ._result_errors import JobDropped, JobFailed, NoResult, ResultNotStored
+from ._result_errors import JobCancelled, JobDropped, JobFailed, NoResult, ResultNotStored
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable
@@ -35,6 +35,8 @@ def _value(job_id: str, record: JobRecord | None) -> Any:
         raise JobFailed(record)
     if record.state is JobState.DROPPED:
         raise JobDropped(record)
+    if record.state is JobState.CANCELLED:
+        raise JobCancelled(record)
     if record.result_error is not None:
         raise ResultNotStored(record)
     return record.result
@@ -327,6 +329,30 @@ class Queue:
         """
         receipt = await self.enqueue(payload, id=id, **options)
         return await self.result(receipt.id)
+
+    async def cancel(self, job_id: str) -> CancelResult:
+        """Cancel job *job_id*: it will not run (again), and ends `JobState.CANCELLED`.
+
+        A job waiting for a worker (ready, stored, scheduled, or waiting out a
+        retry's backoff in the backend) is removed at once: `CancelResult.CANCELLED`.
+        A job a worker holds (running, prefetched, or sleeping before a retry) is
+        marked, and `CancelResult.REQUESTED` is returned at once: its pool hears of
+        it when it next renews its claims, within its sweep interval (1 s by
+        default) or a third of its lease, whichever comes first, from whichever
+        process runs it. The handler then sees `trio.Cancelled` (its ``finally``
+        blocks run), and the job is recorded cancelled, not failed: it is not
+        retried. A handler that finishes first completes the job. (On a stream
+        source, an entry its group has not read yet is `REQUESTED` too: the stream
+        keeps it for its other groups, and it ends when this group reads it.) A
+        finished job
+        is left alone: `CancelResult.FINISHED`. `result` raises `JobCancelled` for
+        a cancelled job; wait on it to know when a requested cancel is done.
+
+        Raises:
+            JobNotFound: No job *job_id* is known (never enqueued, or forgotten
+                under the retention).
+        """
+        return await self._backend.cancel(job_id)
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it."""

@@ -2,7 +2,8 @@
 
 A job moves ``RECEIVED → PROCESSING → COMPLETED`` when all goes well and
 ``PROCESSING → FAILED_RETRY → PROCESSING → … → FAILED`` when it keeps failing; a
-job enqueued with a delay starts ``SCHEDULED`` and becomes ``RECEIVED`` when due.
+job enqueued with a delay starts ``SCHEDULED`` and becomes ``RECEIVED`` when due;
+`Queue.cancel` ends an unfinished job ``CANCELLED``.
 `TRANSITIONS` is the whole table; `check_transition` enforces it.
 """
 
@@ -48,13 +49,15 @@ class JobState(enum.StrEnum):
     FAILED = "failed"
     #: The handler raised `Drop`; the job is finished.
     DROPPED = "dropped"
+    #: `Queue.cancel` ended the job before it finished; it never runs again.
+    CANCELLED = "cancelled"
 
 
 TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
-    # claimed by a pool
-    JobState.RECEIVED: frozenset({JobState.PROCESSING}),
-    # due: on the ready queue (or stored unqueued while it is full)
-    JobState.SCHEDULED: frozenset({JobState.RECEIVED}),
+    # claimed by a pool; or cancelled while it waited
+    JobState.RECEIVED: frozenset({JobState.PROCESSING, JobState.CANCELLED}),
+    # due: on the ready queue (or stored unqueued while it is full); or cancelled
+    JobState.SCHEDULED: frozenset({JobState.RECEIVED, JobState.CANCELLED}),
     JobState.PROCESSING: frozenset(
         {
             JobState.COMPLETED,  # handler returned
@@ -62,16 +65,21 @@ TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
             JobState.FAILED,  # failed with no attempts left
             JobState.DROPPED,  # handler raised Drop
             JobState.RECEIVED,  # released by shutdown or recovery before any attempt ended
+            JobState.CANCELLED,  # cancelled: its pool stopped the handler, or never started it
         }
     ),
-    JobState.FAILED_RETRY: frozenset({JobState.PROCESSING}),
+    # claimed again; or cancelled while it waited out its backoff
+    JobState.FAILED_RETRY: frozenset({JobState.PROCESSING, JobState.CANCELLED}),
     JobState.FAILED: frozenset({JobState.RECEIVED}),  # requeue_dead
     JobState.COMPLETED: frozenset(),
     JobState.DROPPED: frozenset(),
+    JobState.CANCELLED: frozenset(),
 }
 """Every legal move: ``TRANSITIONS[source]`` holds the states *source* may move to."""
 
-TERMINAL_STATES: Final = frozenset({JobState.COMPLETED, JobState.DROPPED, JobState.FAILED})
+TERMINAL_STATES: Final = frozenset(
+    {JobState.COMPLETED, JobState.DROPPED, JobState.FAILED, JobState.CANCELLED}
+)
 """States in which a job is finished (a dead letter is finished until requeued)."""
 
 

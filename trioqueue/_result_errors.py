@@ -9,14 +9,15 @@ from ._exceptions import TrioqueueError
 if TYPE_CHECKING:
     from ._records import JobRecord
 
-__all__ = ["JobDropped", "JobFailed", "NoResult", "ResultNotStored"]
+__all__ = ["JobCancelled", "JobDropped", "JobFailed", "NoResult", "ResultNotStored"]
 
 
 class NoResult(TrioqueueError):
     """`Queue.result` found the job finished without a value to give.
 
-    The job failed (`JobFailed`), was dropped (`JobDropped`), or completed with
-    a return value that could not be stored (`ResultNotStored`).
+    The job failed (`JobFailed`), was dropped (`JobDropped`) or cancelled
+    (`JobCancelled`), or completed with a return value that could not be stored
+    (`ResultNotStored`).
 
     Attributes:
         record: The job's record as it finished (`JobRecord`): its state,
@@ -56,6 +57,13 @@ class JobDropped(NoResult):
 
     def __init__(self, record: JobRecord) -> None:
         super().__init__(record, f"job {record.id!r} was dropped: {record.reason}")
+
+
+class JobCancelled(NoResult):
+    """`Queue.cancel` ended the job before it finished; the reason is ``record.reason``."""
+
+    def __init__(self, record: JobRecord) -> None:
+        super().__init__(record, f"job {record.id!r} was cancelled: {record.reason}")
 
 
 class ResultNotStored(NoResult):

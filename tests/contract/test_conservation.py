@@ -36,7 +36,9 @@ from hypothesis.stateful import (
 import trioqueue
 from trioqueue import (
     BackendUnavailable,
+    CancelResult,
     IdempotencyConflict,
+    JobNotFound,
     JobState,
     Queue,
     QueueFull,
@@ -44,6 +46,7 @@ from trioqueue import (
     RetryPolicy,
 )
 from trioqueue._metrics import COUNTER_NAMES
+from trioqueue._records import TERMINAL_STATES
 
 from ..conftest import JUMP_AFTER
 from ..trio_thread import TrioThread
@@ -152,6 +155,7 @@ class Expected:
     # claimed by a pool whose leases ran out: a simple queue dead-letters such a job
     exposed: bool = False
     seen: JobState | None = None  # its state when a step last looked
+    cancel_asked: bool = False  # a step cancelled it (queue.cancel)
 
 
 def told(do: str, attempt: int, timeout: float | None) -> set[str]:
@@ -498,6 +502,31 @@ class ConservationMachine(RuleBasedStateMachine):
             requeued = self.loop.run(self.queue.requeue_dead, record.id)
             assert (requeued.state, requeued.attempts) == (JobState.RECEIVED, 0)
 
+    @rule(pick=st.integers(0, 15))
+    def cancel_a_job(self, pick: int) -> None:
+        """Cancel one job the model knows, whatever it is doing (or has done)."""
+        if not self.jobs:
+            return
+        job_id = sorted(self.jobs)[pick % len(self.jobs)]
+        before = self.loop.run(self.backend.status, job_id, settle=False)
+        try:
+            done = self.loop.run(self.queue.cancel, job_id, settle=False)
+        except JobNotFound:
+            self._evicted(job_id)
+            return
+        after = self.loop.run(self.backend.status, job_id, settle=False)
+        event(f"cancel: {done.value}")
+        if done is CancelResult.FINISHED:
+            if after is not None:  # (the retention may have let it go since)
+                assert after.state in TERMINAL_STATES, after
+            if before is not None and before.state in TERMINAL_STATES and after is not None:
+                assert after == before, (before, after)  # left alone
+            return
+        self.jobs[job_id].cancel_asked = True  # a pool holding it stops it when it hears
+        if done is CancelResult.CANCELLED and after is not None:
+            assert after.state is JobState.CANCELLED, after
+            assert not after.queued, after
+
     @rule(pick=st.integers(0, 15), everything=st.booleans())
     def purge_dead_letters(self, pick: int, everything: bool) -> None:
         dead = [record.id for record in self.loop.run(self.queue.dead_letters, settle=False)]
@@ -541,7 +570,8 @@ class ConservationMachine(RuleBasedStateMachine):
                 self.jobs[job_id].seen = record.state
         by_id = {job_id: r for job_id, r in found.items() if r is not None}
         if self.retention is not None and self.retention.max_count is not None:
-            kept = [r for r in by_id.values() if r.state in (JobState.COMPLETED, JobState.DROPPED)]
+            finished = (JobState.COMPLETED, JobState.DROPPED, JobState.CANCELLED)
+            kept = [r for r in by_id.values() if r.state in finished]
             assert len(kept) <= self.retention.max_count
         g = snap.gauges
         waiting = [
@@ -573,7 +603,8 @@ class ConservationMachine(RuleBasedStateMachine):
                 1
                 for running in self.pools
                 for claim in running.pool._books.held.values()
-                if claim.job.id in by_id and by_id[claim.job.id].state is JobState.COMPLETED
+                if claim.job.id in by_id
+                and by_id[claim.job.id].state in (JobState.COMPLETED, JobState.CANCELLED)
             )
             held = sum(r.pool.held for r in self.pools)
             assert g.inflight + g.retry_waiting == held - taken_over
@@ -618,6 +649,9 @@ class ConservationMachine(RuleBasedStateMachine):
         elif state is JobState.DROPPED:
             assert "drop" in last, where
             assert reason == "dropped on purpose", where
+        elif state is JobState.CANCELLED:
+            assert expected.cancel_asked, where  # only a cancel ends a job so
+            assert reason.startswith("cancelled while"), where
         elif state is JobState.FAILED and interrupted:
             assert not self.redelivers, where
             assert last, where  # the attempt it was on: a handler a shutdown caught running

@@ -90,7 +90,7 @@ async def test_renewed_claims_are_not_recovered(make_backend, autojump_clock):
     claims = await backend.claim(1, lease=5, block=1)
     for _ in range(10):
         await trio.sleep(4)
-        assert await backend.renew(claims, lease=5) == set()  # none lost
+        assert await backend.renew(claims, lease=5) == trioqueue.Renewal()  # none lost
         assert (await backend.sweep()).recovered == 0
 
 
@@ -107,7 +107,8 @@ async def test_a_renewal_names_the_claims_no_longer_held_and_extends_only_the_ot
     await Queue(backend).enqueue("done", id="done")
     [done] = await backend.claim(1, lease=2, block=1)
     assert await backend.ack(done)
-    assert await backend.renew([lapsed, held, done], lease=5) == {lapsed.token, done.token}
+    renewal = await backend.renew([lapsed, held, done], lease=5)
+    assert renewal == trioqueue.Renewal(lost=frozenset({lapsed.token, done.token}))
     await trio.sleep(3)  # past the old lease of the held claim, within its renewed one
     assert (await backend.sweep()).recovered == 0
 

@@ -41,6 +41,7 @@ PER_PROCESS = {
     "retries": "trioqueue_worker_retries",
     "dead_lettered": "trioqueue_worker_dead_lettered",
     "dropped": "trioqueue_worker_dropped",
+    "cancelled": "trioqueue_worker_cancelled",
     "released": "trioqueue_worker_released",
     "recovered": "trioqueue_worker_recovered",
     "stale": "trioqueue_worker_stale",

@@ -33,6 +33,11 @@ EXPECTED_LEGAL = {
     (S.FAILED_RETRY, S.PROCESSING),
     (S.FAILED, S.RECEIVED),
     (S.SCHEDULED, S.RECEIVED),
+    # Queue.cancel: a waiting job at once, a held one through its pool
+    (S.RECEIVED, S.CANCELLED),
+    (S.SCHEDULED, S.CANCELLED),
+    (S.PROCESSING, S.CANCELLED),
+    (S.FAILED_RETRY, S.CANCELLED),
 }
 
 ALL_PAIRS = list(itertools.product(JobState, repeat=2))
@@ -57,11 +62,12 @@ class TestStateMachine:
             "failed_retry",
             "failed",
             "dropped",
+            "cancelled",
         }
 
     def test_every_pair_is_covered(self):
-        assert len(ALL_PAIRS) == 49
-        assert len(EXPECTED_LEGAL) == 9
+        assert len(ALL_PAIRS) == 64
+        assert len(EXPECTED_LEGAL) == 13
 
     def test_table_has_every_state_as_a_source(self):
         assert set(TRANSITIONS) == set(JobState)
@@ -113,10 +119,11 @@ class TestStateMachine:
                 check_transition("j", state, state)
 
     def test_terminal_states(self):
-        assert set(TERMINAL_STATES) == {S.COMPLETED, S.DROPPED, S.FAILED}
-        # completed and dropped are final; a dead letter may only be requeued
+        assert set(TERMINAL_STATES) == {S.COMPLETED, S.DROPPED, S.FAILED, S.CANCELLED}
+        # completed, dropped and cancelled are final; a dead letter may only be requeued
         assert TRANSITIONS[S.COMPLETED] == frozenset()
         assert TRANSITIONS[S.DROPPED] == frozenset()
+        assert TRANSITIONS[S.CANCELLED] == frozenset()
         assert TRANSITIONS[S.FAILED] == {S.RECEIVED}
 
     def test_every_state_reachable_from_where_a_job_starts(self):
@@ -130,8 +137,8 @@ class TestStateMachine:
         assert reached == set(JobState)
 
     def test_a_scheduled_job_only_becomes_ready(self):
-        # not claimable, not finishable, before it is due and received
-        assert TRANSITIONS[S.SCHEDULED] == {S.RECEIVED}
+        # not claimable, not finishable, before it is due and received (or cancelled)
+        assert TRANSITIONS[S.SCHEDULED] == {S.RECEIVED, S.CANCELLED}
         assert all(S.SCHEDULED not in targets for targets in TRANSITIONS.values())
 
 

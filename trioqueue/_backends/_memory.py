@@ -16,9 +16,11 @@ import trio
 from .._backend import (
     AddMode,
     AddResult,
+    CancelResult,
     Claim,
     NewJob,
     Receipt,
+    Renewal,
     SweepReport,
     checked_capacity,
     checked_retention,
@@ -43,6 +45,8 @@ __all__ = ["MemoryBackend"]
 
 _DEFAULT_RETENTION: Final = Retention()
 _CLAIMED: Final = frozenset({JobState.PROCESSING, JobState.FAILED_RETRY})  # held by a claim
+_CANCELLED_WAITING: Final = "cancelled while it waited for a worker"
+_CANCELLED_HELD: Final = "cancelled while a worker held it"
 
 
 def _due(job: NewJob, now: float) -> float | None:
@@ -84,6 +88,7 @@ class _Entry:
     task: str | None = None
     result: bytes | None = None  # the handler's return value, as JSON
     result_error: str | None = None
+    cancel_requested: bool = False  # cancelled while claimed: its pool stops it
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -310,7 +315,22 @@ class MemoryBackend:
             self._work.unpark_all()  # let idle fetchers see that everything is done
 
     def _finish(self, entry: _Entry, now: float) -> None:
+        """An attempt finished the job: note it, wake its waiters, apply the retention."""
         self._metrics.processed += 1
+        self._retire(entry, now)
+
+    def _cancel_now(self, entry: _Entry, now: float, reason: str) -> None:
+        """End *entry*, which no claim holds, as cancelled."""
+        entry.move(JobState.CANCELLED, now)
+        entry.reason = reason
+        entry.due = None
+        entry.queued = False
+        entry.cancel_requested = False
+        self._metrics.cancelled += 1
+        self._retire(entry, now)
+
+    def _retire(self, entry: _Entry, now: float) -> None:
+        """*entry* is finished: wake its waiters, keep its record as the retention allows."""
         self._waiters.notify(entry.id)
         self._finished[entry.id] = now
         limit = self._retention.max_count
@@ -339,6 +359,9 @@ class MemoryBackend:
         a live pool, or recovered from a dead owner). A job whose retry is due
         later (see `retry_later`) is stored until then instead.
         """
+        if entry.cancel_requested:
+            self._cancel_now(entry, now, _CANCELLED_HELD)
+            return
         if entry.state is JobState.PROCESSING:
             target = JobState.FAILED_RETRY if entry.attempts else JobState.RECEIVED
             entry.move(target, now)
@@ -488,6 +511,7 @@ class MemoryBackend:
         entry.move(JobState.RECEIVED, now)
         entry.attempts = 0
         entry.reason = None
+        entry.cancel_requested = False
         entry.life_from = self._last_token
         self._schedule(entry, now)
         self._metrics.dead_requeued += 1
@@ -541,21 +565,59 @@ class MemoryBackend:
         await trio.lowlevel.cancel_shielded_checkpoint()
         return claims
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
-        """Extend the leases of the claims still held; the tokens of the others."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
+        """Extend the leases of the claims still held; those lost, and those cancelled."""
         await trio.lowlevel.checkpoint_if_cancelled()
         now = self.now()
         self._touch(now)
         until = now + lease
-        lost = set()
+        lost, cancel = set(), set()
         for claim in claims:
             entry = self._claims.get(claim.token)
             if entry is None:
                 lost.add(claim.token)
             else:
                 entry.lease_until = until
+                if entry.cancel_requested:
+                    cancel.add(claim.token)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return lost
+        return Renewal(lost=frozenset(lost), cancel=frozenset(cancel))
+
+    async def cancel(self, job_id: str) -> CancelResult:
+        """Cancel job *job_id*, at once or through its pool; see `Backend.cancel`."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._records.get(job_id)
+        if entry is None:
+            raise JobNotFound(job_id)
+        if entry.state in TERMINAL_STATES:
+            result = CancelResult.FINISHED
+        elif entry.token is not None:
+            entry.cancel_requested = True
+            result = CancelResult.REQUESTED
+        else:
+            now = self.now()
+            if entry in self._ready:
+                self._ready.remove(entry)
+            elif entry in self._unqueued:
+                self._unqueued.remove(entry)
+            else:
+                self._scheduled = [item for item in self._scheduled if item[2] is not entry]
+                heapq.heapify(self._scheduled)
+            self._cancel_now(entry, now, _CANCELLED_WAITING)
+            self._fill(now)  # its room goes to the next
+            result = CancelResult.CANCELLED
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return result
+
+    async def cancel_claim(self, claim: Claim) -> bool:
+        """End a claim whose job was cancelled; False if the claim is stale."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            self._unclaim(claim)
+            self._cancel_now(entry, self.now(), _CANCELLED_HELD)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
 
     async def ack(
         self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
@@ -621,21 +683,27 @@ class MemoryBackend:
         return entry is not None
 
     async def requeue(self, claim: Claim) -> bool:
-        """Put a job waiting to retry back on the queue."""
+        """Put a job waiting to retry back on the queue (a cancelled one ends instead)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._live(claim)
         if entry is not None:
             entry.due = None
-            self._schedule(entry, self.now())
+            if entry.cancel_requested:
+                self._cancel_now(entry, self.now(), _CANCELLED_HELD)
+            else:
+                self._schedule(entry, self.now())
             self._unclaim(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
 
     async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
-        """End the last attempt and keep the job as a dead letter."""
+        """End the last attempt and keep the job as a dead letter (a cancelled one ends so)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._live(claim)
-        if entry is not None:
+        if entry is not None and entry.cancel_requested:
+            self._unclaim(claim)
+            self._cancel_now(entry, self.now(), _CANCELLED_HELD)
+        elif entry is not None:
             entry.move(JobState.FAILED, self.now())
             entry.attempts += 1
             entry.reason = reason

@@ -20,9 +20,11 @@ import trio
 from .._backend import (
     AddMode,
     AddResult,
+    CancelResult,
     Claim,
     NewJob,
     Receipt,
+    Renewal,
     SweepReport,
     checked_capacity,
     checked_retention,
@@ -899,13 +901,33 @@ class RedisBackend:
         rows, _, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
         return await self._claims(rows)
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
-        """Extend the leases of the claims still held; the tokens of the others."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
+        """Extend the leases of the claims still held; those lost, and those cancelled."""
         pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
         if not pairs:
-            return set()
+            return Renewal()
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
-        return {text(token) for token in await self._run("renew", lease, ttl, *pairs)}
+        lost, cancel = await self._run("renew", lease, ttl, *pairs)
+        return Renewal(
+            lost=frozenset(text(token) for token in lost),
+            cancel=frozenset(text(token) for token in cancel),
+        )
+
+    async def cancel(self, job_id: str) -> CancelResult:
+        """Cancel job *job_id*, at once or through its pool; see `Backend.cancel`.
+
+        A waiting job leaves the ready list with ``LREM``, which reads the list: a
+        cancel costs time in the length of the queue, about a millisecond per
+        100,000 jobs waiting.
+        """
+        answer = text(await self._run("cancel", job_id))
+        if answer == "unknown":
+            raise JobNotFound(job_id)
+        return CancelResult(answer)
+
+    async def cancel_claim(self, claim: Claim) -> bool:
+        """End a claim whose job was cancelled; False if the claim is stale."""
+        return await self._settle(claim, "cancel")
 
     async def _send_outcomes(self, outcomes: Sequence[tuple[str | bytes, ...]]) -> list[bytes]:
         """Record a batch of outcomes in one script call (see `Batcher`)."""
@@ -929,7 +951,9 @@ class RedisBackend:
         if not age:
             local.stale += 1
             return False
-        if kind != "requeue":
+        if kind == "cancel":
+            local.cancelled += 1
+        elif kind != "requeue":
             local.processed += 1
             local.failed += error is not None and error.type != ""
         if kind == "ack":

@@ -26,6 +26,7 @@ SCRIPT_NAMES: Final = (
     "schedule_marks",
     "watch",
     "events",
+    "cancel",
 )
 
 
@@ -65,6 +66,7 @@ FLAGS: Final = {
     # marks the records of jobs someone waits for: a few bytes each
     "watch": "allow-oom",
     "events": "no-writes,allow-oom",
+    "cancel": "allow-oom",  # it frees room
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING, Any, Final, Self, final
 import attrs
 import trio
 
-from .._backend import AddMode, AddResult, Claim, NewJob, Receipt, SweepReport, checked_capacity
+from .._backend import (
+    AddMode,
+    AddResult,
+    CancelResult,
+    Claim,
+    NewJob,
+    Receipt,
+    Renewal,
+    SweepReport,
+    checked_capacity,
+)
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
 from .._records import JobRecord
@@ -435,13 +445,24 @@ class ShardedBackend:
             await self._shards[shard].release(got)
         return self._wrap(first, taken)
 
-    async def renew(self, claims: Sequence[Claim], *, lease: float) -> set[str]:
-        """Extend the leases of the claims still held, shard by shard; the lost tokens."""
+    async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
+        """Extend the leases of the claims still held, shard by shard; see `Backend.renew`."""
         lost: set[str] = set()
+        cancel: set[str] = set()
         for shard, group in self._by_shard(claims).items():
-            gone = await self._shards[shard].renew(group, lease=lease)
-            lost.update(f"{shard}/{token}" for token in gone)
-        return lost
+            found = await self._shards[shard].renew(group, lease=lease)
+            lost.update(f"{shard}/{token}" for token in found.lost)
+            cancel.update(f"{shard}/{token}" for token in found.cancel)
+        return Renewal(lost=frozenset(lost), cancel=frozenset(cancel))
+
+    async def cancel(self, job_id: str) -> CancelResult:
+        """Cancel job *job_id* on its shard; see `Backend.cancel`."""
+        return await self.shard_for(job_id).cancel(job_id)
+
+    async def cancel_claim(self, claim: Claim) -> bool:
+        """End a claim whose job was cancelled, on its shard; False if it is stale."""
+        shard, own = self._unwrap(claim)
+        return await shard.cancel_claim(own)
 
     async def ack(
         self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._queue import Queue
 from ._batch import post_batch
-from ._dead import DeadLetters
+from ._dead import AdminActions
 from ._jobs import error, get_job, post_job
 from ._json import JSONResponse
 from ._limits import Limits
@@ -60,8 +60,8 @@ def create_app(
         concurrency: Requests served at once; more wait for a place.
         request_timeout: Seconds one request may take, its wait for a place
             included; past it the answer is 503 with ``Retry-After``.
-        admin_token: The bearer token that requeueing and purging dead letters
-            need; None turns those endpoints off (403).
+        admin_token: The bearer token that requeueing and purging dead letters,
+            and cancelling jobs, need; None turns those endpoints off (403).
         name: The queue's name in ``/metrics`` (its ``queue`` label).
 
     Raises:
@@ -70,7 +70,7 @@ def create_app(
     if admin_token is not None and not admin_token.strip():
         raise ConfigurationError(
             "create_app(admin_token=''): give a token (a long random string), or None to "
-            "keep requeueing and purging off"
+            "keep requeueing, purging and cancelling off"
         )
     for limit, value in (
         ("max_body", max_body),
@@ -81,7 +81,7 @@ def create_app(
             raise ConfigurationError(f"create_app({limit}={value!r}): use a number > 0")
     queue = Queue(backend)
 
-    dead = DeadLetters(queue, admin_token)
+    dead = AdminActions(queue, admin_token)
 
     async def jobs(request: Request) -> JSONResponse:
         return await post_job(request, queue, max_body)
@@ -90,6 +90,8 @@ def create_app(
         return await post_batch(request, queue, max_body)
 
     async def job(request: Request) -> JSONResponse:
+        if request.method == "DELETE":
+            return await dead.cancel(request)
         return await get_job(queue, request.path_params["job_id"])
 
     async def stats(request: Request) -> JSONResponse:
@@ -135,7 +137,7 @@ def create_app(
             Route("/", dashboard, methods=["GET"]),
             Route("/jobs", jobs, methods=["POST"]),
             Route("/jobs/batch", batch, methods=["POST"]),
-            Route("/jobs/{job_id:path}", job, methods=["GET"]),
+            Route("/jobs/{job_id:path}", job, methods=["GET", "DELETE"]),
             Route("/dead", dead.list_or_purge_all, methods=["GET", "DELETE"]),
             Route("/dead/requeue", dead.requeue_all, methods=["POST"]),
             Route("/dead/{job_id:path}/requeue", dead.requeue, methods=["POST"]),

@@ -1,9 +1,10 @@
-"""The dead-letter endpoints, and the admin token that guards what changes a queue.
+"""The endpoints that change a queue, and the admin token that guards them.
 
-``GET /dead`` lists them (read-only, open). Requeueing and purging change the
-queue, so they need ``Authorization: Bearer <token>`` with the token the service
-was started with (``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a service
-started without one has them off (403, saying how to turn them on).
+``GET /dead`` lists the dead letters (read-only, open). Requeueing and purging
+them, and cancelling a job (``DELETE /jobs/{id}``), change the queue, so they need
+``Authorization: Bearer <token>`` with the token the service was started with
+(``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a service started without one
+has them off (403, saying how to turn them on).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hmac
 from typing import TYPE_CHECKING
 
+from .._backend import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
 from .._record_json import record_json
 from ._jobs import error
@@ -21,11 +23,11 @@ if TYPE_CHECKING:
 
     from .._queue import Queue
 
-__all__ = ["DeadLetters"]
+__all__ = ["AdminActions"]
 
 
-class DeadLetters:
-    """The handlers of the dead-letter endpoints, for one queue and one admin token."""
+class AdminActions:
+    """The handlers of the endpoints that change a queue, for one queue and one admin token."""
 
     def __init__(self, queue: Queue, admin_token: str | None) -> None:
         self._queue = queue
@@ -37,7 +39,7 @@ class DeadLetters:
             return error(
                 403,
                 "admin_off",
-                "requeueing and purging are off: start the service with --admin-token "
+                "requeueing, purging and cancelling are off: start the service with --admin-token "
                 "(or TRIOQUEUE_ADMIN_TOKEN) and send it as Authorization: Bearer <token>",
             )
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -120,3 +122,34 @@ class DeadLetters:
         except BackendUnavailable as exc:
             return error(503, "unavailable", str(exc))
         return JSONResponse({"purged": purged})
+
+    async def cancel(self, request: Request) -> JSONResponse:
+        """``DELETE /jobs/{id}``: cancel a job (see `Queue.cancel`)."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job_id = request.path_params["job_id"]
+        try:
+            done = await self._queue.cancel(job_id)
+            record = await self._queue.status(job_id)
+        except JobNotFound as exc:
+            return error(404, "not_found", str(exc))
+        except BackendUnavailable as exc:
+            return error(503, "unavailable", str(exc))
+        state = "gone" if record is None else record.state.value
+        if done is CancelResult.FINISHED:
+            return error(
+                409, "finished", f"job {job_id!r} has finished already ({state})", state=state
+            )
+        if done is CancelResult.CANCELLED:
+            return JSONResponse({"id": job_id, "cancel": done.value, "state": state})
+        return JSONResponse(
+            {
+                "id": job_id,
+                "cancel": done.value,
+                "state": state,
+                "message": "a worker holds the job: it stops it at its next lease renewal; "
+                "GET /jobs/ID shows state cancelled once it has",
+            },
+            202,
+        )

@@ -44,6 +44,7 @@ _RECORD: dict[str, Any] = {
                 "failed_retry",
                 "failed",
                 "dropped",
+                "cancelled",
             ]
         },
         "queued": {"type": "boolean"},
@@ -139,6 +140,16 @@ _NEW_JOB: dict[str, Any] = {
             "maxLength": MAX_TASK_NAME,
             "description": "Which handler runs the job, in a worker given several by name.",
         },
+    },
+}
+_CANCEL: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "cancel", "state"],
+    "properties": {
+        "id": {"type": "string"},
+        "cancel": {"enum": ["cancelled", "requested"]},
+        "state": {"type": "string"},
+        "message": {"type": "string"},
     },
 }
 _ADMIN: dict[str, Any] = {
@@ -375,7 +386,24 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         "404": _error("Never enqueued, or finished and forgotten."),
                         "503": _UNAVAILABLE,
                     },
-                }
+                },
+                "delete": {
+                    "summary": "Cancel a job (admin token)",
+                    "security": [{"admin": []}],
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": _json(_CANCEL, "It waited for a worker: cancelled now."),
+                        "202": _json(
+                            _CANCEL,
+                            "A worker holds it: that worker stops it at its next lease "
+                            "renewal, and its state becomes cancelled.",
+                        ),
+                        **_ADMIN,
+                        "404": _error("Never enqueued, or finished and forgotten."),
+                        "409": _error("It has finished already: nothing was cancelled."),
+                        "503": _UNAVAILABLE,
+                    },
+                },
             },
             "/stats": {
                 "get": {

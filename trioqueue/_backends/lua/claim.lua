@@ -47,6 +47,12 @@ local function take(element, fresh)
     return
   end
   local state = redis.call('HGET', key, 's')
+  if state == 'cancelled' then return end  -- a landing of a job cancelled since
+  if redis.call('HGET', key, 'cx') then
+    -- a stream entry of a job cancelled before its group read it: it ends now
+    cancel_now(id, 'cancelled while it waited for a worker')
+    return
+  end
   if state ~= 'received' and state ~= 'failed_retry' then
     -- a reference whose job is gone or already finished: nothing to run
     count('stale')

@@ -95,6 +95,9 @@ local function ready_len()
 end
 
 local function jobkey(id) return PREFIX .. id end
+-- Whether a job in state is finished: completed, dropped, dead-lettered or cancelled.
+local FINISHED_STATES = {completed = true, dropped = true, failed = true, cancelled = true}
+local function is_finished(state) return FINISHED_STATES[state] == true end
 local function count(field, n)
   if (n or 1) ~= 0 then redis.call('HINCRBY', K_STATS, field, n or 1) end
 end
@@ -293,35 +296,6 @@ local function expire_claims(ttl, lease)
   end
 end
 
--- Return a claimed, unfinished job to the queue without counting an attempt: next
--- in line when front (a live pool gave it back, or its owner died: it was taken in
--- its turn already), else at the back. suspect: put it among the suspects instead,
--- each of which is claimed alone. A job waiting to retry whose due time is ahead
--- (settle.lua's retry) is stored until then instead: it waits out its backoff (it was
--- not running, so it cannot be what killed its worker).
-local function putback(id, front, suspect)
-  local key = jobkey(id)
-  unclaim(id)
-  local state = redis.call('HGET', key, 's')
-  if state == 'processing' then
-    local attempts = tonumber(redis.call('HGET', key, 'a'))
-    redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
-  elseif state == 'failed_retry' then
-    local due = tonumber(redis.call('HGET', key, 'due') or '')
-    if due and due > NOW then
-      defer(id, due)
-      return
-    end
-  end
-  redis.call('HDEL', key, 'due')
-  if suspect then
-    redis.call('LPUSH', K_SUS, id)
-    redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
-  else
-    schedule(id, front)
-  end
-end
-
 -- A job finished (completed, dropped, dead-lettered). When someone waits for it
 -- (watch.lua marked its record), its id goes on the events stream, where each
 -- process's waiters read it; the newest EVENTS_KEPT or so are kept, an hour after
@@ -338,7 +312,7 @@ end
 -- ran out and the id was enqueued again: the new job is live).
 local function forget_finished(id)
   local state = redis.call('HGET', jobkey(id), 's')
-  if state == 'completed' or state == 'dropped' then redis.call('DEL', jobkey(id)) end
+  if is_finished(state) and state ~= 'failed' then redis.call('DEL', jobkey(id)) end
 end
 
 -- Keep a finished job's record only as long as the retention allows.
@@ -494,4 +468,50 @@ local function stream_pending()
   local found = redis.pcall('XPENDING', K_STREAM, GROUP)
   if type(found) ~= 'table' or found.err then return 0 end  -- no group (yet)
   return tonumber(found[1])
+end
+
+-- End a job no claim holds as cancelled (cancel.lua; a cancelled job given back).
+local function cancel_now(id, why)
+  local key = jobkey(id)
+  redis.call('HSET', key, 's', 'cancelled', 'q', 0, 'u', stamp(NOW), 'w', why)
+  redis.call('HDEL', key, 'due', 'cx')
+  count('cancelled')
+  entry_done(id)
+  ended(id)
+  finished(id)
+end
+local CANCELLED_HELD = 'cancelled while a worker held it'
+
+-- Return a claimed, unfinished job to the queue without counting an attempt: next
+-- in line when front (a live pool gave it back, or its owner died: it was taken in
+-- its turn already), else at the back. suspect: put it among the suspects instead,
+-- each of which is claimed alone. A job waiting to retry whose due time is ahead
+-- (settle.lua's retry) is stored until then instead: it waits out its backoff (it was
+-- not running, so it cannot be what killed its worker).
+local function putback(id, front, suspect)
+  local key = jobkey(id)
+  unclaim(id)
+  local state = redis.call('HGET', key, 's')
+  if state == 'cancelled' then return end  -- a BLMOVE's landing of a job cancelled since
+  if redis.call('HGET', key, 'cx') then
+    cancel_now(id, CANCELLED_HELD)  -- cancelled while claimed: it ends here
+    return
+  end
+  if state == 'processing' then
+    local attempts = tonumber(redis.call('HGET', key, 'a'))
+    redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
+  elseif state == 'failed_retry' then
+    local due = tonumber(redis.call('HGET', key, 'due') or '')
+    if due and due > NOW then
+      defer(id, due)
+      return
+    end
+  end
+  redis.call('HDEL', key, 'due')
+  if suspect then
+    redis.call('LPUSH', K_SUS, id)
+    redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
+  else
+    schedule(id, front)
+  end
 end

@@ -3,7 +3,8 @@
 -- handler's return value as JSON, '' for none; error message: why it was not kept),
 -- drop, dead, retry (the claim keeps the job; reason: seconds until the next attempt is
 -- due, kept as the job's 'due' so that a put-back or recovery waits out the rest),
--- requeue (a job that waited to retry goes back on the queue).
+-- requeue (a job that waited to retry goes back on the queue, unless it was cancelled
+-- meanwhile), cancel (a job cancelled while claimed ends: cancel.lua).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
 local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
@@ -28,14 +29,25 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     end
   end
   local age = stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
-  if kind ~= 'requeue' and redis.call('HGET', key, 's') ~= 'processing' then
+  if kind ~= 'requeue' and kind ~= 'cancel' and redis.call('HGET', key, 's') ~= 'processing' then
     -- the same outcome sent again after its reply was lost: it already counted
     return age
   end
   if kind == 'requeue' then
     unclaim(id)
     redis.call('HDEL', key, 'due')
-    schedule(id)
+    if redis.call('HGET', key, 'cx') then
+      cancel_now(id, CANCELLED_HELD)  -- cancelled while it waited out its backoff
+    else
+      schedule(id)
+    end
+    return age
+  end
+  if kind == 'cancel' or (kind == 'dead' and redis.call('HGET', key, 'cx')) then
+    -- its pool stopped it (or never started it): no attempt ended; or it was cancelled
+    -- while its last attempt failed, or while a simple queue's pool stopped: cancelled
+    unclaim(id)
+    cancel_now(id, CANCELLED_HELD)
     return age
   end
   redis.call('HINCRBY', key, 'a', 1)

@@ -11,6 +11,10 @@ local RECOVERY_SLICE = 200
 local recovered = 0
 local function abandon(id)
   unclaim(id)
+  if redis.call('HGET', jobkey(id), 'cx') then
+    cancel_now(id, CANCELLED_HELD)  -- it was cancelled: that is how it ends
+    return
+  end
   redis.call('HSET', jobkey(id), 's', 'failed', 'u', stamp(NOW), 'w',
     'its worker stopped while holding it; a simple queue never runs a job twice, '
     .. 'so requeue it by hand if it should run again')
@@ -92,7 +96,7 @@ if K_STREAM and redis.call('HGET', K_CONF, 'group') == '1'
         if new and id then
           schedule(id, true)  -- taken in its turn already: next in line
           recovered = recovered + 1
-        elseif state == 'completed' or state == 'dropped' or state == 'failed' then
+        elseif is_finished(state) then
           entry_done(id)
         end
       end

@@ -8,7 +8,7 @@ for i = 8, #ARGV do
   local state = redis.call('HGET', key, 's')
   if not state then
     out[#out + 1] = 0
-  elseif state == 'completed' or state == 'dropped' or state == 'failed' then
+  elseif is_finished(state) then
     out[#out + 1] = 1
   else
     redis.call('HSET', key, 'wt', '1')
