@@ -547,8 +547,25 @@ class ConservationMachine(RuleBasedStateMachine):
 
     # --- the laws -----------------------------------------------------------------------
 
+    def _shape(self) -> dict[str, tuple[Any, ...] | None]:
+        """Each job's state, attempts, place and due time, read now."""
+
+        async def read() -> dict[str, tuple[Any, ...] | None]:
+            found = {job_id: await self.backend.status(job_id) for job_id in self.jobs}
+            return {
+                job_id: None if r is None else (r.state, r.attempts, r.queued, r.due_at)
+                for job_id, r in found.items()
+            }
+
+        return self.loop.run(read, settle=False)
+
     @invariant()
     def laws_hold(self) -> None:
+        # A step ends once every task has been blocked for the cushion (20 ms on Redis);
+        # on a loaded machine a Redis reply can take longer, and a job may still move
+        # while the laws read. The gauges are compared with the records only when the
+        # records read before and after the gauges agree.
+        before = self._shape()
         snap = self.stats()
         assert snap.conserved, snap
         assert snap.enqueued == self.accepted
@@ -573,6 +590,15 @@ class ConservationMachine(RuleBasedStateMachine):
             finished = (JobState.COMPLETED, JobState.DROPPED, JobState.CANCELLED)
             kept = [r for r in by_id.values() if r.state in finished]
             assert len(kept) <= self.retention.max_count
+        if not self.froze:
+            assert snap.stale == 0  # only a frozen pool's outcomes can come too late
+        # The clock never jumps past a live pool's renewal: only a freeze lets leases
+        # run out, and it lets them all run out before it reconnects the pool.
+        assert snap.recovered == self.recovered
+        assert snap.succeeded >= sum(r.state is JobState.COMPLETED for r in by_id.values())
+        if self._shape() != before:
+            event("a job moved while the laws read: its gauges were not compared")
+            return
         g = snap.gauges
         waiting = [
             r for r in by_id.values() if r.state in (JobState.RECEIVED, JobState.FAILED_RETRY)
@@ -608,12 +634,6 @@ class ConservationMachine(RuleBasedStateMachine):
             )
             held = sum(r.pool.held for r in self.pools)
             assert g.inflight + g.retry_waiting == held - taken_over
-        if not self.froze:
-            assert snap.stale == 0  # only a frozen pool's outcomes can come too late
-        # The clock never jumps past a live pool's renewal: only a freeze lets leases
-        # run out, and it lets them all run out before it reconnects the pool.
-        assert snap.recovered == self.recovered
-        assert snap.succeeded >= sum(r.state is JobState.COMPLETED for r in by_id.values())
 
     # --- the end: drain, then every job's fate ------------------------------------------
 
