@@ -77,7 +77,18 @@ async def test_a_wait_does_not_poll_redis(redis_server: RedisServer):
         async with raw(redis_server) as redis, trio.open_nursery() as nursery:
             for job_id in ids:
                 nursery.start_soon(queue.result, job_id)
-            await trio.sleep(0.3)  # all marked, one reading
+            prefix = backend.keys.job_prefix
+
+            async def settled() -> bool:
+                """Every waiter has marked its job, and one reads for all (blocked in XREAD)."""
+                marked = [await redis.hget(prefix + job_id, "wt") for job_id in ids]
+                blocked = int((await redis.info("clients"))["blocked_clients"])
+                return all(marked) and blocked == 1
+
+            with trio.fail_after(10):
+                # the server's state, which no Trio event reports: looked at until true
+                while not await settled():  # noqa: ASYNC110
+                    await trio.sleep(0.01)
             before = int((await redis.info("stats"))["total_commands_processed"])
             await trio.sleep(1.5)
             after = int((await redis.info("stats"))["total_commands_processed"])
