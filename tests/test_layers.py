@@ -38,6 +38,7 @@ TIERS = {
     "_backends._redis_probe": 1,
     "_backends._redis_watch": 1,
     "_backends._waiters": 0,
+    "_backends._levels": 1,
     "_backends._redis_events": 0,
     "_queue": 4,
     "_job_input": 2,

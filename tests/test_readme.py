@@ -26,8 +26,8 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_readme_has_its_six_examples():
-    assert len(examples()) == 6
+def test_the_readme_has_its_seven_examples():
+    assert len(examples()) == 7
 
 
 def test_the_first_example_runs_and_prints_a_readable_report():
@@ -86,8 +86,20 @@ def test_the_results_example_prints_each_result_and_the_waits_end():
 
 
 def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
-    code = examples()[5].replace("redis://localhost:6379/0", redis_server.url)
-    assert code != examples()[5]
+    code = examples()[6].replace("redis://localhost:6379/0", redis_server.url)
+    assert code != examples()[6]
     result = run(code)
     assert result.returncode == 0, result.stderr
     assert "counters: enqueued=1000" in result.stdout
+
+
+def test_the_priority_example_runs_the_highest_level_first():
+    (code,) = [example for example in examples() if "priority=2" in example]
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "{2: 1, 1: 0, 0: 1, -1: 1, -2: 0}",
+        "2 password reset",
+        "0 thumbnail",
+        "-1 weekly report",
+    ]

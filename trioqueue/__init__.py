@@ -41,6 +41,7 @@ from ._metrics import Gauges as Gauges
 from ._metrics import HistogramSnapshot as HistogramSnapshot
 from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
+from ._payload import PRIORITIES as PRIORITIES
 from ._payload import reply_id as reply_id
 from ._pool import Handler as Handler
 from ._pool import WorkerPool as WorkerPool
@@ -68,6 +69,7 @@ from ._util import fixup_module_metadata
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "PRIORITIES",
     "AddMode",
     "AddResult",
     "Backend",

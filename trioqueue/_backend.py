@@ -116,6 +116,8 @@ class NewJob:
     pool's."""
     task: str | None = None
     """The task name: which handler of a pool given several runs the job."""
+    priority: int = 0
+    """The job's level, one of `PRIORITIES`: a claim takes the highest level first."""
 
 
 @attrs.frozen

@@ -16,6 +16,7 @@ from ._payload import (
     MAX_ID_LENGTH,
     MAX_PAYLOAD,
     MAX_TASK_NAME,
+    PRIORITIES,
     canonical_json,
     new_job_id,
     payload_hash,
@@ -36,6 +37,7 @@ class JobOptions(TypedDict, total=False):
     max_attempts: int | None
     handler_timeout: float | None
     task: str | None
+    priority: int
 
 
 def due_time(
@@ -98,11 +100,13 @@ def prepare(
     max_attempts: int | None = None,
     handler_timeout: float | None = None,
     task: str | None = None,
+    priority: int = 0,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
     seconds, epoch = due_time(delay, at)
     _check_options(max_attempts, handler_timeout)
     _check_task(task)
+    _check_priority(priority)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -133,6 +137,7 @@ def prepare(
         max_attempts=max_attempts,
         handler_timeout=None if handler_timeout is None else float(handler_timeout),
         task=task,
+        priority=priority,
     )
 
 
@@ -156,6 +161,20 @@ def _check_task(task: str | None) -> None:
     if not 1 <= len(task) <= MAX_TASK_NAME or not task.isprintable():
         raise ValueError(
             f"task={task!r}: name the handler in 1 to {MAX_TASK_NAME} printable characters"
+        )
+
+
+def _check_priority(priority: int) -> None:
+    """Check a job's priority level; raise TypeError or ValueError."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(
+            f"priority= takes a whole number from {PRIORITIES[-1]} to {PRIORITIES[0]}, "
+            f"not {type(priority).__name__}"
+        )
+    if priority not in PRIORITIES:
+        raise ValueError(
+            f"priority={priority!r}: a job's level is a whole number from {PRIORITIES[-1]} "
+            f"to {PRIORITIES[0]} (higher runs first; 0 is the default)"
         )
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from ._payload import PRIORITIES
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
@@ -24,6 +26,7 @@ __all__ = [
     "HistogramSnapshot",
     "Metrics",
     "MetricsSnapshot",
+    "by_level",
     "shared_snapshot",
 ]
 
@@ -156,6 +159,12 @@ class Histogram:
         )
 
 
+def by_level(counts: Mapping[int, int] | None = None) -> dict[int, int]:
+    """A count for every priority level, highest first (0 where *counts* has none)."""
+    counts = counts or {}
+    return {level: counts.get(level, 0) for level in PRIORITIES}
+
+
 @attrs.frozen
 class Gauges:
     """What a backend holds right now."""
@@ -175,6 +184,9 @@ class Gauges:
     """Jobs stored until their due time: delayed jobs (``enqueue(..., delay=...)``),
     and retries given back mid-backoff by a pool that stopped or crashed. Not on the
     ready queue, not counted against its capacity."""
+    ready_by_priority: Mapping[int, int] = attrs.field(factory=by_level, hash=False)
+    """Jobs on the ready queue by priority level, every level of `PRIORITIES` in
+    its order (highest first); they add up to *queue_depth*."""
 
     @property
     def held(self) -> int:

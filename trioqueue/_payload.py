@@ -17,6 +17,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_PAYLOAD",
     "MAX_TASK_NAME",
+    "PRIORITIES",
     "canonical_json",
     "decode_payload",
     "encode_result",
@@ -27,6 +28,15 @@ __all__ = [
 
 MAX_TASK_NAME = 200
 """The longest task name (``enqueue(..., task=...)``), in characters."""
+PRIORITIES = (2, 1, 0, -1, -2)
+"""The priority levels a job may have (``enqueue(..., priority=...)``), highest first.
+
+A claim takes the highest level that holds a job, and within one level the job
+that waited longest; 0 is the default. Strict: while jobs of a higher level are
+ready, none of a lower level is claimed. Five levels, because each is a list a
+claim looks at on Redis (a fixed cost per claim), and five cover the usual
+"urgent, high, normal, low, bulk" without a number to tune.
+"""
 MAX_ID_LENGTH = 256
 """The longest job id a queue accepts."""
 

@@ -124,13 +124,19 @@ class Queue:
             task: Which handler runs the job, in a pool given several by name
                 (``open_worker_pool(backend, {"send_email": send_email, ...})``);
                 a pool with one handler runs every job with it.
+            priority: The job's level, a whole number from -2 to 2 (`PRIORITIES`;
+                0 by default): a claim takes the highest level that holds a job,
+                first in first out within a level. Strict: lower levels wait while
+                higher ones have jobs. Capacity counts every level together.
+                Stored with the job; a stream source takes none but 0.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
                 *delay* and *at* are both given or of the wrong type.
             ValueError: *id* is empty or too long, *payload* is larger than
                 *max_payload* or nests lists and dicts more than 100 levels deep,
-                *delay* is negative, or *at* has no time zone.
+                *delay* is negative, *at* has no time zone, or *priority* is not
+                one of `PRIORITIES`.
             IdempotencyConflict: *id* exists with a different payload.
         """
         job = prepare(payload, id, self._max_payload, **known_options(options))
@@ -193,6 +199,7 @@ class Queue:
             max_attempts: The attempts every job of the batch gets, as for `enqueue`.
             handler_timeout: Seconds one attempt of each job may run, as for `enqueue`.
             task: The task name of every job of the batch, as for `enqueue`.
+            priority: The level of every job of the batch, as for `enqueue`.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;

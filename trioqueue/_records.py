@@ -164,6 +164,8 @@ class JobRecord:
     result_error: str | None = None
     """Why a completed job's return value was not stored (not JSON, or larger
     than the pool's *max_result*); None when it was, or there was none."""
+    priority: int = 0
+    """The job's level (``enqueue(..., priority=...)``), one of `PRIORITIES`."""
 
 
 @attrs.frozen
@@ -185,6 +187,9 @@ class Job:
     task: str | None = None
     """The job's task name (``enqueue(..., task=...)``): which handler of a pool
     given several (``open_worker_pool(backend, {"send_email": ..., ...})``) runs it."""
+    priority: int = 0
+    """The job's level (``enqueue(..., priority=...)``), one of `PRIORITIES`: a
+    claim takes the highest level first."""
 
 
 def _check_limit(name: str, value: float | None, *, whole: bool) -> None:

@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 
 import trioqueue
 from trioqueue import (
+    PRIORITIES,
     BackendUnavailable,
     CancelResult,
     IdempotencyConflict,
@@ -66,7 +67,10 @@ RETRY: Final = RetryPolicy(max_attempts=2, base_delay=0.5, max_delay=1.0)
 LEASE: Final = 10.0
 
 ids = st.sampled_from([f"j{i}" for i in range(12)])
-payloads = st.fixed_dictionaries({"do": st.sampled_from(BEHAVIOURS), "v": st.integers(0, 2)})
+# "p": the job's priority (a stream source, which has none, enqueues every job at 0)
+payloads = st.fixed_dictionaries(
+    {"do": st.sampled_from(BEHAVIOURS), "v": st.integers(0, 2), "p": st.sampled_from(PRIORITIES)}
+)
 pool_settings = st.fixed_dictionaries(
     {
         "workers": st.integers(1, 3),
@@ -134,6 +138,7 @@ class Run:
     attempt: int
     timeout: float | None  # the handler_timeout of the pool that called it
     link: Link | None  # the pool's (None: the final drain's)
+    priority: int  # the job's, as its claim carried it
 
 
 @attrs.define(eq=False)
@@ -214,7 +219,7 @@ class ConservationMachine(RuleBasedStateMachine):
 
     def handler_for(self, timeout: float | None, link: Link | None) -> trioqueue.Handler:
         async def handler(job: trioqueue.Job) -> None:
-            self.runs[job.id].append(Run(job.payload, job.attempt, timeout, link))
+            self.runs[job.id].append(Run(job.payload, job.attempt, timeout, link, job.priority))
             do = job.payload["do"]
             if do == "slow":
                 await trio.sleep(SLOW)
@@ -322,6 +327,10 @@ class ConservationMachine(RuleBasedStateMachine):
 
     # --- producers ---------------------------------------------------------------------
 
+    def level(self, payload: Any) -> int:
+        """The priority a job of *payload* is enqueued with."""
+        return 0 if self.capacity > 1000 else payload.get("p", 0)  # a stream source: none
+
     def stats(self) -> trioqueue.MetricsSnapshot:
         return self.loop.run(self.backend.stats, settle=False)
 
@@ -357,7 +366,9 @@ class ConservationMachine(RuleBasedStateMachine):
 
         async def call() -> trioqueue.Receipt | BaseException:
             try:
-                return await getattr(self.queue, method)(payload, id=job_id, delay=delay)
+                return await getattr(self.queue, method)(
+                    payload, id=job_id, delay=delay, priority=self.level(payload)
+                )
             except (QueueFull, IdempotencyConflict) as exc:
                 return exc
 
@@ -405,7 +416,7 @@ class ConservationMachine(RuleBasedStateMachine):
 
         async def produce() -> None:
             try:
-                receipt = await self.queue.enqueue(payload, id=job_id)
+                receipt = await self.queue.enqueue(payload, id=job_id, priority=self.level(payload))
             except IdempotencyConflict:
                 # another producer took the id with another payload while this one waited
                 stored = await self.queue.status(job_id)
@@ -442,7 +453,9 @@ class ConservationMachine(RuleBasedStateMachine):
 
         async def produce() -> None:
             with scope:
-                receipts.append(await self.queue.enqueue(payload, id=job_id))
+                receipts.append(
+                    await self.queue.enqueue(payload, id=job_id, priority=self.level(payload))
+                )
 
         async def start() -> None:
             self.loop.nursery.start_soon(produce)
@@ -545,6 +558,31 @@ class ConservationMachine(RuleBasedStateMachine):
             self.runs.pop(job_id, None)
         self.purged += len(purged)
 
+    @precondition(lambda self: not self.pools)
+    @rule()
+    def claim_the_top(self) -> None:
+        """With no pool running, a claim takes a job of the highest level that holds one.
+
+        The claim is given back at once (uncounted), first in line at its level.
+        """
+
+        async def take() -> tuple[trioqueue.MetricsSnapshot, list[trioqueue.Claim]]:
+            before = await self.backend.stats()
+            claims = await self.backend.claim(1, lease=LEASE, block=0)
+            assert await self.backend.release(claims) == len(claims)
+            return before, claims
+
+        before, claims = self.loop.run(take, settle=False)
+        if not claims or claims[0].suspect:
+            return  # a suspect (a job held by dying workers) goes first, whatever its level
+        job = claims[0].job
+        assert job.priority == self.level(self.jobs[job.id].payload), job
+        # a due job or a stored one may have moved up during the claim: never lower
+        waiting = [level for level, n in before.gauges.ready_by_priority.items() if n]
+        if waiting:
+            assert job.priority >= waiting[0], (job, before.gauges)
+            event(f"claim_the_top: {len(waiting)} levels waiting")
+
     # --- the laws -----------------------------------------------------------------------
 
     def _shape(self) -> dict[str, tuple[Any, ...] | None]:
@@ -586,6 +624,8 @@ class ConservationMachine(RuleBasedStateMachine):
             else:
                 self.jobs[job_id].seen = record.state
         by_id = {job_id: r for job_id, r in found.items() if r is not None}
+        for job_id, record in by_id.items():
+            assert record.priority == self.level(self.jobs[job_id].payload), record
         if self.retention is not None and self.retention.max_count is not None:
             finished = (JobState.COMPLETED, JobState.DROPPED, JobState.CANCELLED)
             kept = [r for r in by_id.values() if r.state in finished]
@@ -604,6 +644,8 @@ class ConservationMachine(RuleBasedStateMachine):
             r for r in by_id.values() if r.state in (JobState.RECEIVED, JobState.FAILED_RETRY)
         ]
         assert g.queue_depth == sum(r.queued for r in by_id.values()) <= self.capacity
+        for level, depth in g.ready_by_priority.items():
+            assert depth == sum(r.queued and r.priority == level for r in by_id.values()), level
         assert g.inflight == sum(r.state is JobState.PROCESSING for r in by_id.values())
         # a retry's due time is kept while its claim waits out the backoff (retry_waiting)
         # and after a shutdown or crash gave the job back mid-backoff (then scheduled)
@@ -624,13 +666,14 @@ class ConservationMachine(RuleBasedStateMachine):
                 assert record.due_at is None, record
         if not any(running.frozen for running in self.pools):
             # (a frozen pool may still hold claims the backend took back; and a live pool
-            # one whose job a late success finished meanwhile: its outcome will be refused)
+            # one whose job a late success finished meanwhile, whose record the retention
+            # may even have let go since: its outcome will be refused)
             taken_over = sum(
                 1
                 for running in self.pools
                 for claim in running.pool._books.held.values()
-                if claim.job.id in by_id
-                and by_id[claim.job.id].state in (JobState.COMPLETED, JobState.CANCELLED)
+                if claim.job.id not in by_id
+                or by_id[claim.job.id].state in (JobState.COMPLETED, JobState.CANCELLED)
             )
             held = sum(r.pool.held for r in self.pools)
             assert g.inflight + g.retry_waiting == held - taken_over
@@ -650,6 +693,7 @@ class ConservationMachine(RuleBasedStateMachine):
         for run in self.runs.get(job_id, []):
             if run.payload == expected.payload:  # not a run of an earlier incarnation
                 ended[run.attempt] |= told(do, run.attempt, run.timeout)
+                assert run.priority == self.level(expected.payload), (job_id, run)
         n, state, reason = record.attempts, record.state, record.reason or ""
         where = f"{job_id} {expected.payload}: {state} after {n} attempts ({reason}); {ended}"
         # simple queue only: a handler a shutdown interrupted (the attempt counts), or a

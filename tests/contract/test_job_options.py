@@ -96,6 +96,10 @@ async def test_a_misspelled_option_is_a_type_error_that_lists_them(make_backend)
         ({"handler_timeout": math.nan}, ValueError, "more than 0"),
         ({"handler_timeout": 1e12}, ValueError, "100 years"),
         ({"handler_timeout": "5"}, TypeError, "seconds"),
+        ({"priority": 3}, ValueError, r"priority=3: .* -2 to 2"),
+        ({"priority": -3}, ValueError, "-2 to 2"),
+        ({"priority": 1.5}, TypeError, "whole number"),
+        ({"priority": True}, TypeError, "whole number"),
     ],
 )
 async def test_bad_options_are_refused_and_nothing_is_stored(make_backend, options, error, words):

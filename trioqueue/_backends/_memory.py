@@ -36,6 +36,7 @@ from .._records import (
     Retention,
     check_transition,
 )
+from ._levels import ReadyLevels
 from ._waiters import Waiters
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class _Entry:
     max_attempts: int | None = None  # the producer's per-job options (NewJob)
     handler_timeout: float | None = None
     task: str | None = None
+    priority: int = 0
     result: bytes | None = None  # the handler's return value, as JSON
     result_error: str | None = None
     cancel_requested: bool = False  # cancelled while claimed: its pool stops it
@@ -111,6 +113,7 @@ class _Entry:
             due_at=None if self.due is None else self.due + wall_offset,
             result=None if self.result is None else json.loads(self.result),
             result_error=self.result_error,
+            priority=self.priority,
         )
 
 
@@ -141,7 +144,7 @@ class MemoryBackend:
         self._epoch_offset: float | None = None  # see _wall_offset
         self._retention = checked_retention("MemoryBackend", retention)
         self._records: dict[str, _Entry] = {}
-        self._ready: collections.deque[_Entry] = collections.deque()
+        self._ready = ReadyLevels[_Entry](lambda entry: entry.priority)
         self._unqueued: collections.deque[_Entry] = collections.deque()
         # jobs waiting for their due time: (due, order of arrival, entry)
         self._scheduled: list[tuple[float, int, _Entry]] = []
@@ -222,6 +225,7 @@ class MemoryBackend:
             retry_waiting=retrying,
             dead=len(self._dead),
             scheduled=len(self._scheduled),
+            ready_by_priority=self._ready.depths(),
         )
 
     def _held(self) -> int:
@@ -235,7 +239,7 @@ class MemoryBackend:
         entry.ready_at = now
         if len(self._ready) < self._capacity:
             entry.queued = True
-            (self._ready.appendleft if front else self._ready.append)(entry)
+            self._ready.push(entry, front=front)
             self._work.unpark()
         else:
             entry.queued = False
@@ -265,7 +269,7 @@ class MemoryBackend:
             entry = self._unqueued.popleft()
             entry.queued = True
             entry.ready_at = now
-            self._ready.append(entry)
+            self._ready.push(entry)
             moved += 1
         while self._scheduled and self._scheduled[0][0] <= now:
             if len(self._ready) >= self._capacity:
@@ -276,7 +280,7 @@ class MemoryBackend:
                 entry.move(JobState.RECEIVED, now)
             entry.queued = True
             entry.ready_at = when  # its wait counts from its due time: lateness shows
-            self._ready.append(entry)
+            self._ready.push(entry)
             due += 1
         if moved + due:
             self._work.unpark(count=moved + due)
@@ -420,6 +424,7 @@ class MemoryBackend:
             max_attempts=job.max_attempts,
             handler_timeout=job.handler_timeout,
             task=job.task,
+            priority=job.priority,
         )
         self._records[job.id] = entry
         if due is None:
@@ -544,7 +549,7 @@ class MemoryBackend:
         self._touch(now)
         claims: list[Claim] = []
         while self._ready and len(claims) < max_jobs:
-            entry = self._ready.popleft()
+            entry = self._ready.pop()
             entry.move(JobState.PROCESSING, now)
             entry.queued = False
             self._last_token += 1
@@ -559,6 +564,7 @@ class MemoryBackend:
                 max_attempts=entry.max_attempts,
                 handler_timeout=entry.handler_timeout,
                 task=entry.task,
+                priority=entry.priority,
             )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
         self._fill(now)

@@ -37,7 +37,7 @@ from .._exceptions import (
     QueueFull,
 )
 from .._metrics import Gauges, Metrics, MetricsSnapshot, shared_snapshot
-from .._payload import decode_payload
+from .._payload import PRIORITIES, decode_payload
 from .._records import ErrorInfo, Job, JobRecord, Retention
 from ._batching import Batcher
 from ._queue_info import QueueInfo
@@ -490,6 +490,12 @@ class RedisBackend:
                 "time (XADD has none, and every group reads the entry at once); enqueue "
                 "delayed jobs to a list queue (RedisBackend(url, queue=...))"
             )
+        if self._stream is not None and any(j.priority for j in jobs):
+            raise ValueError(
+                f"stream {self._stream.stream!r}: a stream source has no priorities (every "
+                "group reads its entries in stream order); enqueue prioritised jobs to a list "
+                "queue (RedisBackend(url, queue=...)), or leave priority= at 0"
+            )
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
         while len(results) < len(jobs):
@@ -503,6 +509,7 @@ class RedisBackend:
                     job.payload_hash,
                     self._due_argument(job),
                     _options_argument(job),
+                    str(job.priority) if job.priority else "",
                 )
             ]
             reply = await self._run("add", mode.value, *args)
@@ -700,7 +707,7 @@ class RedisBackend:
 
     async def stats(self) -> MetricsSnapshot:
         """The queue's shared counters and its true gauges, with this process's histograms."""
-        counters, gauges = await self._run("stats")
+        counters, gauges, levels = await self._run("stats")
         values = {text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
         depth, unqueued, inflight, retrying, dead, scheduled = (int(g) for g in gauges)
         self._gauges = Gauges(
@@ -710,6 +717,7 @@ class RedisBackend:
             retry_waiting=retrying,
             dead=dead,
             scheduled=scheduled,
+            ready_by_priority=dict(zip(PRIORITIES, (int(n) for n in levels), strict=True)),
         )
         return shared_snapshot(values, self._gauges, self._metrics.snapshot())
 
@@ -806,7 +814,7 @@ class RedisBackend:
         a job must not crash the pool: it becomes a dead letter with the reason.
         """
         claims = []
-        for job_id, payload, attempts, token, ready_at, suspect, options in rows:
+        for job_id, payload, attempts, token, ready_at, suspect, options, priority in rows:
             job_attempt = _whole(attempts) + 1
             max_attempts, timeout, task = _options(options)
             at = _seconds_or_zero(ready_at)
@@ -825,6 +833,7 @@ class RedisBackend:
                 max_attempts=max_attempts,
                 handler_timeout=timeout,
                 task=task,
+                priority=_whole(priority),
             )
             claims.append(Claim(job=job, token=text(token), ready_at=at, suspect=suspect == b"1"))
         return claims

@@ -114,6 +114,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         due_at=number("due") if get("due") else None,
         result=result,
         result_error=result_error,
+        priority=int(number("pr")),
     )
 
 

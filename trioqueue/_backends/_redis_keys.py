@@ -15,6 +15,7 @@ import binascii
 import attrs
 
 from .._exceptions import ConfigurationError
+from .._payload import PRIORITIES
 
 __all__ = ["JOB_INFIX", "SLOTS", "SUFFIXES", "RedisKeys", "hash_slot", "hash_tag"]
 
@@ -41,6 +42,7 @@ def hash_slot(key: str | bytes) -> int:
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
     ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
+    ".priority+2", ".priority+1", ".priority-1", ".priority-2",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -70,7 +72,8 @@ class RedisKeys:
     """Every key one queue uses. Build with `RedisKeys.for_queue`."""
 
     ready: str
-    """List of ready jobs: producers push on the left, claims take from the right."""
+    """List of ready jobs of priority 0: producers push on the left, claims take
+    from the right. Its name is the queue's, so a plain ``LPUSH`` feeds it."""
     processing: str
     """List of jobs a blocking ``BLMOVE`` moved and no claim registered yet (a few)."""
     claims: str
@@ -99,6 +102,9 @@ class RedisKeys:
     """Stream of the ids of finished jobs that someone waits for (`RedisBackend.finished`)."""
     job_prefix: str
     """Prefix of the per-job record hashes: ``job_prefix + job_id``."""
+    levels: tuple[str, ...] = ()
+    """Lists of ready jobs of the other priorities, as *ready* is: ``<queue>.priority+2``,
+    ``+1``, ``-1`` and ``-2``, in that order (see `level`)."""
     stream: str = ""
     """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
     wake: str = ""
@@ -137,6 +143,7 @@ class RedisKeys:
             scheduled=f"{queue}.scheduled",
             events=f"{queue}.events",
             job_prefix=f"{queue}{JOB_INFIX}",
+            levels=tuple(f"{queue}.priority{p:+d}" for p in PRIORITIES if p),
         )
         return keys
 
@@ -162,6 +169,12 @@ class RedisKeys:
         _check_reserved(base)
         return attrs.evolve(cls.for_queue(base), stream=stream, wake=f"{base}.wake")
 
+    def level(self, priority: int) -> str:
+        """The ready list of jobs of *priority* (one of `PRIORITIES`)."""
+        if priority == 0:
+            return self.ready
+        return self.levels[[p for p in PRIORITIES if p].index(priority)]
+
     def script_keys(self) -> list[str]:
         """The keys every script gets, in the order of ``lua/prelude.lua``'s KEYS."""
         return [
@@ -179,6 +192,7 @@ class RedisKeys:
             self.retrying,
             self.scheduled,
             self.events,
+            *self.levels,
             *([self.stream, self.wake] if self.stream else []),
         ]
 
@@ -186,6 +200,10 @@ class RedisKeys:
         """Every key by its role (the job prefix with a sample id)."""
         named = attrs.asdict(self)
         named["job_prefix"] = self.job_prefix + "<id>"
+        del named["levels"]
+        for priority in PRIORITIES:
+            if priority:
+                named[f"priority{priority:+d}"] = self.level(priority)
         if not self.stream:
             del named["stream"], named["wake"]
         return named

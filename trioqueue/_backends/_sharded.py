@@ -11,8 +11,10 @@ A queue's keys share one hash slot, so one queue lives on one cluster node.
 - outcomes go back to the shard that made the claim (its token says which);
 - stats, pending jobs and dead letters add up across shards.
 
-Each shard is a whole `RedisBackend` queue, with its own capacity and its own
-FIFO order: there is no order across shards.
+Each shard is a whole `RedisBackend` queue, with its own capacity, its own FIFO
+order and its own priority levels: there is no order across shards. A claim
+takes each shard's highest level first, but may take a lower job from one shard
+before a higher job of another that it looks at later.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .._backend import (
 )
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
+from .._payload import PRIORITIES
 from .._records import JobRecord
 from ._queue_info import QueueInfo
 from ._redis import RedisBackend
@@ -309,7 +312,12 @@ class ShardedBackend:
             **{
                 field.name: sum(getattr(snap.gauges, field.name) for snap in snaps)
                 for field in attrs.fields(Gauges)
-            }
+                if field.name != "ready_by_priority"
+            },
+            ready_by_priority={
+                level: sum(snap.gauges.ready_by_priority[level] for snap in snaps)
+                for level in PRIORITIES
+            },
         )
         counters = {
             name: sum(getattr(snap, name) for snap in snaps) for name in SHARED_COUNTER_NAMES

@@ -1,8 +1,9 @@
 -- Accept jobs in order, or find the existing ones. ARGV[8]: the mode; then each job as
--- five arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
--- seconds from now, or 'a' and seconds since the epoch on the server's clock), and
--- its options ('' for none, else a JSON object: max_attempts, handler timeout, task
--- name; kept as the job's 'o', unread here, and handed out with each claim).
+-- six arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
+-- seconds from now, or 'a' and seconds since the epoch on the server's clock), its
+-- options ('' for none, else a JSON object: max_attempts, handler timeout, task
+-- name; kept as the job's 'o', unread here, and handed out with each claim), and its
+-- priority ('' for 0; kept as 'pr': which ready list it waits on).
 -- Returns two values per job handled: {'new' | 'dup', queued 0/1, or 's' while it
 -- waits for its due time}, {'conflict', the stored hash} or {'full', capacity}. A
 -- delayed job takes no room until due, so it never finds the queue full. In
@@ -16,9 +17,9 @@ local function finish()
   for field, n in pairs(counts) do count(field, n) end
   return replies
 end
-for i = 9, #ARGV, 5 do
-  local id, payload, hash, when, options = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4]
+for i = 9, #ARGV, 6 do
+  local id, payload, hash, when, options, priority = ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local key = jobkey(id)
   local due
   if when ~= '' then
@@ -47,6 +48,7 @@ for i = 9, #ARGV, 5 do
     redis.call('HSET', key, 'p', payload, 'h', hash, 's', 'received', 'a', 0,
       'c', stamp(NOW), 't', '', 'lf', life_from())
     if options ~= '' then redis.call('HSET', key, 'o', options) end
+    if priority ~= '' then redis.call('HSET', key, 'pr', priority) end
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
     if K_STREAM then

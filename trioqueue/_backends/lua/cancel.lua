@@ -16,7 +16,7 @@ if token and token ~= '' then
   redis.call('HSET', key, 'cx', '1')
   return 'requested'
 end
-local removed = redis.call('LREM', K_READY, 1, MARK .. id) + redis.call('LREM', K_UNQ, 1, id)
+local removed = redis.call('LREM', level_of(id), 1, MARK .. id) + redis.call('LREM', K_UNQ, 1, id)
   + redis.call('LREM', K_SUS, 1, id) + redis.call('ZREM', K_SCHED, id)
 if K_STREAM and removed == 0 then
   -- an entry its group has not read yet: the stream keeps it (other groups read it too),

@@ -4,13 +4,15 @@
 -- processing list: it is claimed first. A suspect is claimed before anything else,
 -- and alone: the pool runs it once its other handlers are done.
 -- Returns {rows, seconds until the next stored job is due ('' for none)}, each row
--- {id, payload, attempts, token, ready at, '1' for a suspect, the job's options}; for a stream source
+-- {id, payload, attempts, token, ready at, '1' for a suspect, the job's options, its
+-- priority ('' for 0)}; for a stream source
 -- {rows, the ids to wait after for new entries in the stream and in its wake stream
 -- (both '' when rows came), seconds until the next due}.
 -- Jobs whose due time came go on the ready list first (fill), so they are claimed now.
 -- A stream source claims jobs to deliver again (the ready list) first, then new
 -- entries (XREADGROUP, which takes them into the group's pending list as this
 -- consumer's, in the same step as the claim: no entry is read and left unclaimed).
+-- Ready jobs are taken from the highest priority's list that holds one, oldest first.
 -- A claim takes the job off the ready list and records its lease in the claims set,
 -- in both modes; the modes differ in what becomes of a claim whose lease runs out.
 -- At most CLAIM_SLICE jobs per call (a claim runs about ten commands a job: 100 take
@@ -22,9 +24,10 @@ local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
 touch()
 
--- Claim the job an element (off the ready list, the suspects, or a landing) names;
--- fresh: a stream entry this script just read (its pending entry is this consumer's).
-local function take(element, fresh)
+-- Claim the job an element (off a ready list, the suspects, or a landing) names;
+-- fresh: a stream entry this script just read (its pending entry is this consumer's);
+-- priority: the level of the ready list it came from, for another client's push.
+local function take(element, fresh, priority)
   if element == WAKE then
     wake_taken()  -- it woke this consumer: the claim's reply says when the next is due
     return
@@ -38,6 +41,7 @@ local function take(element, fresh)
     -- pushed by another client (binary payloads may start with the mark byte too)
     id = adopt(element)
     if not id then return end
+    if priority and priority ~= 0 then redis.call('HSET', jobkey(id), 'pr', priority) end
   end
   local key = jobkey(id)
   local token_now = redis.call('HGET', key, 't')
@@ -88,8 +92,8 @@ local function take(element, fresh)
     'k', stamp(NOW))
   hold(id, lease)
   if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
-  local rec = redis.call('HMGET', key, 'p', 'a', 'r', 'o')
-  out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0', rec[4] or ''}
+  local rec = redis.call('HMGET', key, 'p', 'a', 'r', 'o', 'pr')
+  out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0', rec[4] or '', rec[5] or ''}
 end
 
 if not given then
@@ -107,15 +111,26 @@ if not given then
 end
 fill()
 
--- only if it is still there: the sweeper may have put it back meanwhile
-if given and unland(given) then take(given) end
-while #out < max do
-  local element = redis.call('RPOP', K_READY)
-  if not element then break end
-  take(element)
+-- only if it is still there: the sweeper may have put it back meanwhile. A BLMOVE
+-- takes from priority 0's list: while a higher level holds jobs, what it moved goes
+-- back next in line, and the higher jobs are claimed first.
+if given and unland(given) then
+  if given ~= WAKE and (redis.call('LLEN', LEVELS[1]) > 0 or redis.call('LLEN', LEVELS[2]) > 0) then
+    redis.call('RPUSH', K_READY, given)
+  else
+    take(given)
+  end
+end
+for i, level in ipairs(LEVELS) do
+  while #out < max do
+    local element = redis.call('RPOP', level)
+    if not element then break end
+    take(element, false, 3 - i)
+  end
 end
 if not K_STREAM then
   fill()
+  wake_for_levels()  -- jobs left on another level: the next waiting consumer wakes
   expire_claims(ttl, lease)
   return {out, #out == 0 and next_due_in() or ''}
 end

@@ -1,7 +1,7 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
---       suspects, held, retrying, scheduled, events; for a stream source also the
---       stream and its wake stream
+--       suspects, held, retrying, scheduled, events, the ready lists of priorities
+--       +2, +1, -1 and -2; for a stream source also the stream and its wake stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
@@ -22,11 +22,16 @@ local K_HELD, K_RETRY = KEYS[11], KEYS[12]
 local K_SCHED = KEYS[13]
 -- The ids of finished jobs someone waits for (see ended), read by RedisBackend.finished.
 local K_EVENTS = KEYS[14]
+-- The ready lists by priority, highest first; K_READY is priority 0's. A claim takes
+-- the first that holds a job. A consumer waiting for work blocks on K_READY alone,
+-- so a job put on another level when K_READY is empty pushes the wake element there
+-- (see wake_for_levels).
+local LEVELS = {KEYS[15], KEYS[16], K_READY, KEYS[17], KEYS[18]}
 -- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
 -- hand is refused here, before any write, never half-way through a script.
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
-  'zset', 'set', 'zset', 'stream'}
-if KEYS[15] then KINDS[15], KINDS[16] = 'stream', 'stream' end
+  'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list'}
+if KEYS[19] then KINDS[19], KINDS[20] = 'stream', 'stream' end
 for i, kind in ipairs(KINDS) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then
@@ -51,7 +56,7 @@ local SIMPLE = ARGV[6] == 'simple'
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
 -- process reads as CONSUMER; the ready list holds only jobs to deliver again.
-local K_STREAM, K_WAKE = KEYS[15], KEYS[16]
+local K_STREAM, K_WAKE = KEYS[19], KEYS[20]
 local GROUP = table.remove(ARGV, 8)
 local CONSUMER = table.remove(ARGV, 8)
 local GROUP_START = table.remove(ARGV, 8)
@@ -87,14 +92,43 @@ local MARK = '\0'
 local WAKE = MARK
 local woken = agreed[4] == '1'
 
--- Jobs on the ready list (the wake element is not one).
+-- Jobs on each ready list, highest priority first (the wake element is not one).
+local function level_lengths()
+  local lengths = {}
+  for i, k in ipairs(LEVELS) do lengths[i] = redis.call('LLEN', k) end
+  if woken and lengths[3] > 0 then lengths[3] = lengths[3] - 1 end
+  return lengths
+end
+
+-- Jobs on the ready lists, every priority together: the capacity bounds them.
 local function ready_len()
-  local n = redis.call('LLEN', K_READY)
-  if woken and n > 0 then n = n - 1 end
+  local n = 0
+  for _, length in ipairs(level_lengths()) do n = n + length end
   return n
 end
 
 local function jobkey(id) return PREFIX .. id end
+
+-- The ready list of a job's priority (its record's 'pr'; none is 0).
+local function level_of(id)
+  local priority = tonumber(redis.call('HGET', jobkey(id), 'pr') or '0') or 0
+  return LEVELS[3 - priority] or K_READY
+end
+
+-- Consumers waiting for work block on K_READY alone: when it is empty while another
+-- level holds jobs, the wake element goes there, so one of them wakes and claims
+-- (claim.lua calls this again when it leaves jobs behind: the next one wakes too).
+local function wake_for_levels()
+  if K_STREAM or redis.call('LLEN', K_READY) > 0 then return end
+  for i, k in ipairs(LEVELS) do
+    if i ~= 3 and redis.call('LLEN', k) > 0 then
+      redis.call('LPUSH', K_READY, WAKE)
+      redis.call('HSET', K_CONF, 'wake', '1')
+      woken = true
+      return
+    end
+  end
+end
 -- Whether a job in state is finished: completed, dropped, dead-lettered or cancelled.
 local FINISHED_STATES = {completed = true, dropped = true, failed = true, cancelled = true}
 local function is_finished(state) return FINISHED_STATES[state] == true end
@@ -111,7 +145,7 @@ local function feed()
   if not KEY_TTL_MS then return end
   -- not the counters (they must outlive claimed jobs and dead letters) nor the
   -- claim-token sequence (tokens must never repeat): two small keys stay behind
-  for _, k in ipairs({K_READY, K_UNQ, K_FIN, K_CONF}) do
+  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, unpack(LEVELS)}) do
     redis.call('PEXPIRE', k, KEY_TTL_MS)
   end
 end
@@ -127,10 +161,11 @@ local function schedule(id, front)
     redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id)
   end
   if ready_len() < CAPACITY then
-    redis.call(push, K_READY, MARK .. id)
+    redis.call(push, level_of(id), MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
     if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
     feed()
+    wake_for_levels()
     return 1
   end
   redis.call(push, K_UNQ, id)
@@ -149,9 +184,9 @@ local SLICE = 1000
 -- Returns how many moved, and whether due jobs and room are left for another call.
 local function promote(budget)
   local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0, budget)
-  local moved = 0
+  local moved, room = 0, CAPACITY - ready_len()
   for i = 1, #due, 2 do
-    if ready_len() >= CAPACITY then return moved, false end  -- the rest wait for room
+    if room <= 0 then return moved, false end  -- the rest wait for room
     local id, when = due[i], tonumber(due[i + 1])
     local key = jobkey(id)
     redis.call('ZREM', K_SCHED, id)
@@ -162,13 +197,16 @@ local function promote(budget)
       redis.call('HDEL', key, 'due')
       -- its wait counts from its due time, so lateness shows in the queue_wait latency
       redis.call('HSET', key, 'q', 1, 'r', stamp(when), 'u', stamp(NOW))
-      redis.call('LPUSH', K_READY, MARK .. id)
+      redis.call('LPUSH', level_of(id), MARK .. id)
       if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
       if K_STREAM then redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id) end
-      moved = moved + 1
+      moved, room = moved + 1, room - 1
     end
   end
-  if moved > 0 then feed() end
+  if moved > 0 then
+    feed()
+    wake_for_levels()
+  end
   return moved, #due == 2 * budget
 end
 
@@ -176,10 +214,13 @@ end
 -- most SLICE looked at. Returns how many stored jobs moved, whether stored or due
 -- jobs and room are left for another call, and how many due jobs moved.
 local function fill()
-  local moved, looked = 0, 0
-  while ready_len() < CAPACITY do
+  local moved, looked, room = 0, 0, CAPACITY - ready_len()
+  while room > 0 do
     if looked == SLICE then
-      if moved > 0 then feed() end
+      if moved > 0 then
+        feed()
+        wake_for_levels()
+      end
       return moved, redis.call('LLEN', K_UNQ) > 0, 0
     end
     looked = looked + 1
@@ -188,12 +229,15 @@ local function fill()
     if KEY_TTL_MS and redis.call('EXISTS', jobkey(id)) == 0 then
       count('expired')  -- it waited longer than the key TTL
     else
-      redis.call('LPUSH', K_READY, MARK .. id)
+      redis.call('LPUSH', level_of(id), MARK .. id)
       redis.call('HSET', jobkey(id), 'q', 1, 'r', stamp(NOW))
-      moved = moved + 1
+      moved, room = moved + 1, room - 1
     end
   end
-  if moved > 0 then feed() end
+  if moved > 0 then
+    feed()
+    wake_for_levels()
+  end
   local due, more = promote(SLICE)
   return moved, more, due
 end
