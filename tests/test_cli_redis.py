@@ -1435,3 +1435,17 @@ def test_job_ids_and_errors_are_printed_with_their_controls_escaped(target, work
     assert fields[3] == "RuntimeError: bad\\x1b[2J\\nnews"
     # the id itself is unchanged: the raw one still names the job
     assert target.run("dead", "requeue", EVIL_ID).stdout == f"{SHOWN_ID} requeued\n"
+
+
+def test_enqueue_takes_a_priority_and_stats_count_each_level(target):
+    for priority, payload in (("2", '{"n": 1}'), ("-2", '{"n": 2}'), ("0", '{"n": 3}')):
+        given = target.run("enqueue", payload, "--priority", priority)
+        assert given.returncode == 0, given.stderr
+    result = target.run("stats", "--interval", "0.05")
+    assert result.returncode == 0, result.stderr
+    assert "ready by priority: +2: 1, +1: 0, 0: 1, -1: 0, -2: 1" in result.stdout.splitlines()
+    assert target.stats()["ready_by_priority"] == {"2": 1, "1": 0, "0": 1, "-1": 0, "-2": 1}
+    refused = target.run("enqueue", '{"n": 4}', "--priority", "3")
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1
+    assert "--priority: invalid choice: 3 (choose from 2, 1, 0, -1, -2)" in refused.stderr

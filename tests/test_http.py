@@ -339,6 +339,30 @@ async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
     assert options == {"o": (2, 1.5, "resize"), "b": (4, None, None)}
 
 
+async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
+    async with served(create_app(backend)) as http:
+        for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):
+            assert (await http.post("/jobs", json=body)).status_code == 201, body
+        assert (await http.get("/jobs/urgent")).json()["priority"] == 2
+        claims = await backend.claim(2, lease=30, block=0)
+        assert [(c.job.id, c.job.priority) for c in claims] == [("urgent", 2), ("plain", 0)]
+        null = await http.post("/jobs", json={"id": "null", "payload": 3, "priority": None})
+        assert null.status_code == 201
+        batch = await http.post(
+            "/jobs/batch", json={"jobs": [{"id": "bulk", "payload": 4, "priority": -2}]}
+        )
+        assert batch.json()["results"][0]["status"] == 201
+        for body, words in (
+            ({"payload": 1, "priority": 3}, "from -2 to 2"),
+            ({"payload": 1, "priority": "high"}, "whole number"),
+        ):
+            refused = await http.post("/jobs", json=body)
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_job"), body
+            assert words in refused.json()["message"], body
+    claims = await backend.claim(2, lease=30, block=0)
+    assert [(c.job.id, c.job.priority) for c in claims] == [("null", 0), ("bulk", -2)]
+
+
 async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
     """Make *count* dead letters d0, d1, ...: one attempt each, failing."""
     await trioqueue.Queue(backend).enqueue_many(

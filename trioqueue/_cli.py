@@ -39,6 +39,7 @@ from ._cli_args import (
     seconds,
 )
 from ._exceptions import BackendUnavailable, ConfigurationError, JobNotFound
+from ._payload import PRIORITIES
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -301,6 +302,13 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
         type=seconds,
         default=None,
         help="seconds one attempt of each job may run, over the workers' own",
+    )
+    enqueue.add_argument(
+        "--priority",
+        type=int,
+        choices=PRIORITIES,
+        default=0,
+        help="the jobs' level, from 2 to -2: a worker takes the highest level first",
     )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)

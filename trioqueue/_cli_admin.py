@@ -93,6 +93,7 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             max_attempts=args.max_attempts,
             handler_timeout=args.handler_timeout,
             task=args.task,
+            priority=args.priority,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
@@ -291,6 +292,17 @@ async def _check_queue_exists(
     )
 
 
+def _levels_line(snap: MetricsSnapshot) -> list[str]:
+    """The ready jobs by priority, when any waits at a level other than 0; else nothing."""
+    levels = snap.gauges.ready_by_priority
+    if not any(n for level, n in levels.items() if level):
+        return []
+    return [
+        "ready by priority: "
+        + ", ".join(f"{level:+d}: {n}" if level else f"0: {n}" for level, n in levels.items())
+    ]
+
+
 def _stats_text(
     args: argparse.Namespace,
     info: QueueInfo,
@@ -304,6 +316,9 @@ def _stats_text(
             {
                 "queue": args.queue,
                 **attrs.asdict(info),
+                "ready_by_priority": {
+                    str(level): n for level, n in snap.gauges.ready_by_priority.items()
+                },
                 "counters": counters,
                 "per_second": rate,
                 "schedules": schedules,
@@ -316,6 +331,7 @@ def _stats_text(
             f"lack of room, {info.processing} processing, {info.claims} claimed ({oldest}), "
             f"{info.dead} dead, {info.scheduled} scheduled for later, {info.finished_kept} "
             "finished records kept",
+            *_levels_line(snap),
             "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
             f"throughput: {rate:.1f} jobs/s finished over the last {args.interval:g}s",
             *(

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, Final
 from .._backend import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from .._job_input import prepare
-from ._jobs import JOB_FIELDS, BodyTooLarge, due_fields, error, read_body, receipt_json
+from ._jobs import (
+    JOB_FIELDS,
+    BodyTooLarge,
+    due_fields,
+    error,
+    job_priority,
+    read_body,
+    receipt_json,
+)
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -45,7 +53,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 400,
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
-                '"at", "max_attempts", "handler_timeout" and "task"',
+                '"at", "max_attempts", "handler_timeout", "task" and "priority"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -64,6 +72,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 max_attempts=job.get("max_attempts"),
                 handler_timeout=job.get("handler_timeout"),
                 task=job.get("task"),
+                priority=job_priority(job),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"

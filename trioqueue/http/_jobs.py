@@ -27,11 +27,19 @@ if TYPE_CHECKING:
     from .._backend import Receipt
     from .._queue import Queue
 
-__all__ = ["JOB_FIELDS", "BodyTooLarge", "error", "get_job", "post_job", "read_body"]
+__all__ = [
+    "JOB_FIELDS",
+    "BodyTooLarge",
+    "error",
+    "get_job",
+    "job_priority",
+    "post_job",
+    "read_body",
+]
 
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
 JOB_FIELDS: Final = frozenset(
-    {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task"}
+    {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task", "priority"}
 )
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
 
@@ -85,6 +93,7 @@ class _Fields:
     max_attempts: Any
     handler_timeout: Any
     task: Any
+    priority: Any
 
 
 def due_fields(
@@ -110,6 +119,12 @@ def due_fields(
     return delay, at
 
 
+def job_priority(document: dict[str, Any]) -> Any:
+    """A job's ``priority``: 0 when absent or null; the queue checks the rest."""
+    priority = document.get("priority")
+    return 0 if priority is None else priority
+
+
 def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
     """The job a ``POST /jobs`` body names, or the 400 that says what is wrong."""
     try:
@@ -128,7 +143,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             400,
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
-            '"max_attempts", "handler_timeout" and "task"',
+            '"max_attempts", "handler_timeout", "task" and "priority"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -154,6 +169,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         document.get("max_attempts"),
         document.get("handler_timeout"),
         document.get("task"),
+        job_priority(document),
     )
 
 
@@ -175,6 +191,7 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
             max_attempts=fields.max_attempts,
             handler_timeout=fields.handler_timeout,
             task=fields.task,
+            priority=fields.priority,
         )
     except IdempotencyConflict as exc:
         return error(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME
+from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
 from .._util import MAX_DELAY
 
 __all__ = ["openapi_document"]
@@ -76,6 +76,7 @@ _RECORD: dict[str, Any] = {
             ]
         },
         "reason": {"type": ["string", "null"]},
+        "priority": {"type": "integer", "minimum": PRIORITIES[-1], "maximum": PRIORITIES[0]},
         "result": {"description": "What the handler of a completed job returned (JSON)."},
         "result_error": {
             "type": ["string", "null"],
@@ -139,6 +140,12 @@ _NEW_JOB: dict[str, Any] = {
             "minLength": 1,
             "maxLength": MAX_TASK_NAME,
             "description": "Which handler runs the job, in a worker given several by name.",
+        },
+        "priority": {
+            "type": ["integer", "null"],
+            "minimum": PRIORITIES[-1],
+            "maximum": PRIORITIES[0],
+            "description": "The job's level: workers take the highest first (null or absent: 0).",
         },
     },
 }
