@@ -112,6 +112,11 @@ QUEUE_TOTAL_HELP: Final = {
 """Each of the queue's running totals (a shared counter of `MetricsSnapshot`,
 exported as the gauge ``trioqueue_queue_<name>``) and what it counts."""
 
+READY_BY_PRIORITY_HELP: Final = (
+    "Jobs on the ready lists now, by priority level (they add up to trioqueue_queue_depth)."
+)
+"""What ``trioqueue_queue_ready_by_priority`` (labelled ``priority``, 2 to -2) counts."""
+
 QUEUE_GAUGE_HELP: Final = {
     "trioqueue_queue_depth": ("queue_depth", "Jobs on the ready list now, waiting for a worker."),
     "trioqueue_queue_backlog": (
@@ -252,6 +257,14 @@ class MetricsCollector(Collector):
             gauge = GaugeMetricFamily(name, help_text + _QUEUE_WIDE, labels=["queue"])
             gauge.add_metric(label, getattr(snap.gauges, attribute))
             yield gauge
+        gauge = GaugeMetricFamily(
+            "trioqueue_queue_ready_by_priority",
+            READY_BY_PRIORITY_HELP + _QUEUE_WIDE,
+            labels=["queue", "priority"],
+        )
+        for level, count in snap.gauges.ready_by_priority.items():
+            gauge.add_metric([*label, str(level)], count)
+        yield gauge
 
 
 async def serve_metrics(

@@ -12,6 +12,7 @@ import socket
 import urllib.request
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 import trio
 from hypothesis import given
@@ -174,6 +175,7 @@ def test_every_metric_says_what_it_means():
     found = families(collector)
     expected = {*PER_PROCESS.values(), *QUEUE_GAUGES.values(), *LATENCIES.values()}
     expected |= {f"trioqueue_queue_{name}" for name in SHARED_COUNTER_NAMES}
+    expected.add("trioqueue_queue_ready_by_priority")
     assert set(found) == expected
     for name, family in found.items():
         help_text = family.documentation
@@ -304,3 +306,18 @@ async def test_this_process_metrics_are_served_while_redis_cannot_be_read(caplog
     said = [r for r in caplog.records if "queue-wide metrics not refreshed" in r.message]
     assert said
     assert {r.levelno for r in said} == {logging.DEBUG}
+
+
+def test_the_ready_jobs_are_a_gauge_per_priority_level():
+    collector = MetricsCollector(QUEUE, Metrics(Gauges))
+    levels = {2: 3, 1: 0, 0: 5, -1: 0, -2: 1}
+    snap = attrs.evolve(
+        shared_snapshot(queue_depth=9),
+        gauges=Gauges(queue_depth=9, ready_by_priority=levels),
+    )
+    collector.refresh(snap)
+    family = families(collector)["trioqueue_queue_ready_by_priority"]
+    assert {s.labels["priority"]: s.value for s in family.samples} == {
+        str(level): n for level, n in levels.items()
+    }
+    assert {s.labels["queue"] for s in family.samples} == {QUEUE}
