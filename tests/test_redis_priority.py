@@ -64,3 +64,29 @@ async def test_a_stream_source_refuses_a_priority_and_stores_nothing(redis_serve
         assert await queue.status("x") is None
         await queue.enqueue("y", id="y", priority=0)  # the one level it has
         assert await backend.pending() == 1
+
+
+async def test_a_wake_element_a_blmove_took_is_never_doubled(redis_server: RedisServer):
+    """While a consumer's BLMOVE holds the wake element, a job at another level pushes
+    no second one: the consumer's claim takes it, and a second element would be
+    counted as a job once the first is taken."""
+    name = queue_name()
+    async with (
+        coredis.Redis.from_url(redis_server.url) as raw,
+        trioqueue.RedisBackend(redis_server.url, queue=name) as backend,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("a", id="a", priority=2)
+        # what a waiting consumer's BLMOVE does with the wake element
+        wake = await raw.lmove(name, backend.keys.processing, "RIGHT", "LEFT")
+        assert wake == b"\x00"
+        await queue.enqueue("b", id="b", priority=1)
+        assert await raw.llen(name) == 0  # no second wake element
+        assert (await queue.stats()).gauges.queue_depth == 2
+        # the consumer's claim, with what its BLMOVE moved (as RedisBackend.claim sends it)
+        rows, _ = await backend._run("claim", 10, 30, "", "", wake)
+        assert [row[0] for row in rows] == [b"a", b"b"]
+        stats = await queue.stats()
+        assert (stats.gauges.queue_depth, stats.gauges.inflight) == (0, 2)
+        assert stats.conserved, stats
+        assert await raw.llen(name) == 0

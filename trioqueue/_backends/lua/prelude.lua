@@ -92,11 +92,18 @@ local MARK = '\0'
 local WAKE = MARK
 local woken = agreed[4] == '1'
 
+-- Whether the wake element is one a BLMOVE moved to the processing list (a few
+-- elements), whose consumer's claim is coming: then the ready list does not hold it.
+-- There is never more than one: none is pushed while one exists (see wake_for_levels).
+local function wake_landed()
+  return woken and redis.call('LPOS', K_PROC, WAKE) ~= false
+end
+
 -- Jobs on each ready list, highest priority first (the wake element is not one).
 local function level_lengths()
   local lengths = {}
   for i, k in ipairs(LEVELS) do lengths[i] = redis.call('LLEN', k) end
-  if woken and lengths[3] > 0 then lengths[3] = lengths[3] - 1 end
+  if woken and lengths[3] > 0 and not wake_landed() then lengths[3] = lengths[3] - 1 end
   return lengths
 end
 
@@ -119,7 +126,9 @@ end
 -- level holds jobs, the wake element goes there, so one of them wakes and claims
 -- (claim.lua calls this again when it leaves jobs behind: the next one wakes too).
 local function wake_for_levels()
-  if K_STREAM or redis.call('LLEN', K_READY) > 0 then return end
+  -- a consumer waits only on an empty K_READY; and one whose BLMOVE took the wake
+  -- element will claim anyway (a second element would be counted as a job)
+  if K_STREAM or redis.call('LLEN', K_READY) > 0 or wake_landed() then return end
   for i, k in ipairs(LEVELS) do
     if i ~= 3 and redis.call('LLEN', k) > 0 then
       redis.call('LPUSH', K_READY, WAKE)
@@ -259,7 +268,7 @@ local function defer(id, due)
   if redis.call('ZRANGE', K_SCHED, 0, 0)[1] ~= id then return end
   if K_STREAM then
     redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'due', id)
-  elseif redis.call('LLEN', K_READY) == 0 then
+  elseif redis.call('LLEN', K_READY) == 0 and not wake_landed() then
     redis.call('LPUSH', K_READY, WAKE)
     redis.call('HSET', K_CONF, 'wake', '1')
     woken = true
