@@ -27,13 +27,14 @@ def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
     session.install(".[redis,cli,coredis,http]")  # coredis: the second client's own tests
     install_group(session, "test")
-    # Two test processes per core (pytest-xdist; worksteal evens out the few long tests):
-    # most tests wait on Redis, subprocesses and real sleeps, so on 2 cores 4 processes
-    # took 3:11 where 2 took 3:56 and one over 6 minutes (HYPOTHESIS_PROFILE=ci).
+    # Four test processes per core (pytest-xdist; worksteal evens out the few long tests):
+    # most tests wait on Redis, subprocesses and real sleeps. On 2 cores, with 2,128
+    # tests (HYPOTHESIS_PROFILE=ci, a quiet machine), 8 processes took 4:07, 4 took
+    # 5:15 and 12 took 4:49 (the cores were saturated).
     # The tests marked `alone` (the chaos run's recovery target is a timing one) then
     # run by themselves, with nothing beside them: sharing two cores with the others
     # would make them miss their targets, which they keep as strict as `nox -s chaos`.
-    processes = str(min(2 * (os.cpu_count() or 1), 8))
+    processes = str(min(4 * (os.cpu_count() or 1), 8))
     session.run(
         "pytest", "-n", processes, "--dist", "worksteal", "--alone=exclude", *session.posargs
     )
