@@ -24,6 +24,6 @@ if new[3] ~= '' then
   KEY_TTL_MS = math.ceil(tonumber(new[3]) * 1000)
   feed()
 else
-  for _, k in ipairs({K_READY, K_UNQ, K_FIN, K_CONF}) do redis.call('PERSIST', k) end
+  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, unpack(LEVELS)}) do redis.call('PERSIST', k) end
 end
 return {1, new[1], new[2], new[3], (fill())}
