@@ -188,3 +188,22 @@ async def test_on_glide_the_backend_is_back_soon_after_a_restarted_redis(monkeyp
         back = time.monotonic()
         assert await queue.enqueue("after")
         assert time.monotonic() - back < 1.0  # 0.2-0.25 s measured; 1.6-2.3 s before
+
+
+@pytest.mark.parametrize(
+    ("url", "becomes"),
+    [
+        ("redis://127.0.0.1:1/0?cluster=yes", trioqueue.BackendUnavailable),
+        ("redis://127.0.0.1:1/0", None),  # a single-server client: not an outage
+    ],
+)
+def test_a_redirect_that_reaches_a_blocking_wait_on_a_cluster_is_an_outage(url, becomes):
+    """A BLMOVE sent just before a failover gets MOVED: the pool backs off and goes
+    on (glide learns the new owner), instead of stopping on the error."""
+    import glide
+
+    connection = GlideConnection(url, RedisKeys.for_queue("{q}"), list)
+    moved = glide.RequestError("An error was signalled by the server: - Moved: 5730 h:25773")
+    with pytest.raises(becomes or glide.RequestError) as raised, connection.reachable():
+        raise moved
+    assert (raised.value is moved) == (becomes is None)

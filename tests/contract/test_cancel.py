@@ -72,7 +72,7 @@ async def test_a_ready_job_is_removed_and_its_room_freed(make_backend, autojump_
 async def test_scheduled_and_stored_jobs_are_removed_too(make_backend, autojump_clock):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)
-    await queue.enqueue("later", id="later", delay=60)
+    await queue.enqueue("later", id="later", delay=5)
     await queue.enqueue("ready", id="ready")
     stored = await queue.submit("stored", id="stored")  # the queue is full: kept aside
     assert not stored.queued
@@ -86,7 +86,7 @@ async def test_scheduled_and_stored_jobs_are_removed_too(make_backend, autojump_
         ran.append(job.id)
 
     async with trioqueue.open_worker_pool(backend, handler):
-        await trio.sleep(120)  # past the due time it had
+        await trio.sleep(10)  # past the due time it had
     assert ran == ["ready"]
     for job_id in ("later", "stored"):
         await assert_cancelled(queue, job_id)

@@ -43,6 +43,7 @@ __all__ = [
     "IO_TIMEOUT",
     "ConnectionBase",
     "decode_record",
+    "is_redirect",
     "log_unblock_refused",
     "text",
 ]
@@ -128,7 +129,14 @@ def log_unblock_refused(exc: Exception) -> None:
 
 
 _REDIRECT: Final = re.compile(r"\b(?:MOVED|ASK):? \d+ ", re.IGNORECASE)  # glide: "Moved: 12495 h:p"
-_OOM: Final = re.compile(r"(?:^|\W)OOM\b")  # a write refused for want of memory
+_OOM: Final = re.compile(r"(?:^|\W)OOM\b")
+
+
+def is_redirect(message: str) -> bool:
+    """Whether an error message is a cluster's MOVED or ASK (the slot is served elsewhere)."""
+    return _REDIRECT.search(message) is not None  # a write refused for want of memory
+
+
 _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
 
 
@@ -194,7 +202,7 @@ class ConnectionBase(Generic[ClientT]):
                 self._keys.slot_problem()
                 or f"Redis at {self.where} refused {name}: {message}"  # not the queue's keys
             )
-        redirected = type(exc).__name__ in ("MovedError", "AskError") or _REDIRECT.search(message)
+        redirected = type(exc).__name__ in ("MovedError", "AskError") or is_redirect(message)
         if redirected and not wants_cluster(self._url):  # (a cluster client follows them)
             return ConfigurationError(
                 f"Redis at {self.where} is a Redis Cluster node, and queue "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import IO_TIMEOUT, ConnectionBase, log_unblock_refused
+from ._redis_connection import IO_TIMEOUT, ConnectionBase, is_redirect, log_unblock_refused
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed, wants_cluster
@@ -232,6 +232,10 @@ class GlideConnection(ConnectionBase[Client]):
             if any(word in detail for word in _CREDENTIALS):
                 raise CredentialsRefused(self.where, detail) from exc
             if any(word in detail for word in _TRANSIENT):
+                raise BackendUnavailable(self.where, detail) from exc
+            if is_redirect(detail) and wants_cluster(self._url):
+                # a blocking wait sent just before a failover or a slot move: the
+                # cluster client learns the new owner, and the next call goes there
                 raise BackendUnavailable(self.where, detail) from exc
             raise
 
