@@ -26,7 +26,6 @@ __all__ = [
     "HistogramSnapshot",
     "Metrics",
     "MetricsSnapshot",
-    "by_level",
     "shared_snapshot",
 ]
 
@@ -159,10 +158,9 @@ class Histogram:
         )
 
 
-def by_level(counts: Mapping[int, int] | None = None) -> dict[int, int]:
-    """A count for every priority level, highest first (0 where *counts* has none)."""
-    counts = counts or {}
-    return {level: counts.get(level, 0) for level in PRIORITIES}
+def _none_by_level() -> dict[int, int]:
+    """No ready job at any priority level, highest first."""
+    return dict.fromkeys(PRIORITIES, 0)
 
 
 @attrs.frozen
@@ -184,7 +182,7 @@ class Gauges:
     """Jobs stored until their due time: delayed jobs (``enqueue(..., delay=...)``),
     and retries given back mid-backoff by a pool that stopped or crashed. Not on the
     ready queue, not counted against its capacity."""
-    ready_by_priority: Mapping[int, int] = attrs.field(factory=by_level, hash=False)
+    ready_by_priority: Mapping[int, int] = attrs.field(factory=_none_by_level, hash=False)
     """Jobs on the ready queue by priority level, every level of `PRIORITIES` in
     its order (highest first); they add up to *queue_depth*."""
 

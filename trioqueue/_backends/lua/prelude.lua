@@ -170,11 +170,12 @@ local function schedule(id, front)
     redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id)
   end
   if ready_len() < CAPACITY then
-    redis.call(push, level_of(id), MARK .. id)
+    local level = level_of(id)
+    redis.call(push, level, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
     if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
     feed()
-    wake_for_levels()
+    if level ~= K_READY then wake_for_levels() end  -- K_READY's own push wakes a consumer
     return 1
   end
   redis.call(push, K_UNQ, id)
