@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``tests_coredis``, ``chaos``,
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``docs``, ``tests_coredis``, ``chaos``,
 ``chaos_outage``, ``bench``, ``bench_peers`` and ``mutants`` (mutation testing).
 """
 
@@ -69,6 +69,18 @@ def lint(session: nox.Session) -> None:
     install_group(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into docs/_build/html: warnings are errors, and
+    every reference must resolve (nitpicky). Python's inventory is read from Debian's
+    python3-doc package when installed (CI installs it), else from python.org."""
+    session.install(".[redis,cli,coredis,http]")
+    install_group(session, "docs")
+    session.run(
+        "sphinx-build", "-E", "-W", "--keep-going", "-n", "-b", "html", "docs", "docs/_build/html"
+    )
 
 
 @nox.session

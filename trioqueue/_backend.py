@@ -342,7 +342,7 @@ class Backend(Protocol):
     ) -> AbstractAsyncContextManager[ReceiveChannel[tuple[str, JobRecord | None]]]:
         """A channel of each of *job_ids* with its record, as it finishes, in that order.
 
-        Finished means completed, dropped or dead-lettered (`TERMINAL_STATES`);
+        Finished means completed, dropped or dead-lettered (or cancelled);
         jobs finished already come first. An id the backend does not know (never
         enqueued, or forgotten after the retention) comes with None, at once.
         Waiting must not poll in a tight loop. A context manager, as

@@ -329,10 +329,8 @@ class Queue:
         For request/response use. With an *id*, calling again after a lost reply
         (or a cancelled wait) finds the same job instead of running another, and
         returns its result. Cancellable: a cancellation while it waits for the
-        result leaves the job enqueued (it runs all the same).
-
-        Raises:
-            As `enqueue` raises, then as `result` raises.
+        result leaves the job enqueued (it runs all the same). It raises what
+        `enqueue` raises, then what `result` raises.
         """
         receipt = await self.enqueue(payload, id=id, **options)
         return await self.result(receipt.id)
@@ -349,7 +347,7 @@ class Queue:
         process runs it. The handler then sees `trio.Cancelled` (its ``finally``
         blocks run), and the job is recorded cancelled, not failed: it is not
         retried. A handler that finishes first completes the job. (On a stream
-        source, an entry its group has not read yet is `REQUESTED` too: the stream
+        source, an entry its group has not read yet is `CancelResult.REQUESTED` too: the stream
         keeps it for its other groups, and it ends when this group reads it.) A
         finished job
         is left alone: `CancelResult.FINISHED`. `result` raises `JobCancelled` for

@@ -103,9 +103,9 @@ class ErrorInfo:
     type: str
     """The exception class: ``"ValueError"`` for builtins, else ``"module.Class"``."""
     message: str
-    """``str()`` of the exception, cut to `MAX_ERROR_TEXT` characters."""
+    """``str()`` of the exception, cut to 4,000 characters."""
     traceback: str = attrs.field(default="", eq=False)
-    """The formatted traceback, its last `MAX_TRACEBACK_TEXT` characters (the frames
+    """The formatted traceback, its last 8,000 characters (the frames
     nearest the error); empty when none was kept. Not compared: two errors of the
     same type and message are the same error."""
 

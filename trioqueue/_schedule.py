@@ -43,7 +43,7 @@ class MissedTicks(enum.Enum):
     LATEST = "latest"
     """Run the latest one once, at once (a report that should exist, whenever)."""
     ALL = "all"
-    """Run each, oldest first, at once, but at most `Schedule.catch_up` of them (the
+    """Run each, oldest first, at once, but at most the schedule's *catch_up* of them (the
     latest ones)."""
 
 

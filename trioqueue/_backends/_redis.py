@@ -205,7 +205,7 @@ class RedisBackend:
             ever. Keep it above your `RetryPolicy`'s *max_attempts*; None for
             no limit. Jobs a clean shutdown put back do not count.
         wait_replicas: After each enqueue, wait (Redis ``WAIT``, at most
-            `_REPLICA_WAIT` seconds) until this many replicas have the jobs, so
+            2 seconds) until this many replicas have the jobs, so
             that a failover to a replica cannot lose an enqueue it acknowledged
             (Redis replicates after it replies). Fewer in time raises
             `BackendUnavailable`: the jobs are stored, not yet copied; enqueue
@@ -478,7 +478,7 @@ class RedisBackend:
     async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
         """Accept *jobs* in order; see `Backend.add_many`.
 
-        One script call per slice of `_ADD_SLICE` jobs; waiting for room polls with
+        One script call per slice of 500 jobs; waiting for room polls with
         a short backoff, and sends again only the jobs not handled yet.
         """
         if not jobs:
@@ -545,7 +545,7 @@ class RedisBackend:
         """Wait until `wait_replicas` replicas have what the last add script wrote.
 
         Raises:
-            BackendUnavailable: Fewer had it within `_REPLICA_WAIT` seconds.
+            BackendUnavailable: Fewer had it within 2 seconds.
         """
         wanted = self._wait_replicas
         if not wanted:
@@ -594,7 +594,7 @@ class RedisBackend:
         process at a time reads that stream for all of them (``XREAD BLOCK``, on
         one connection), so waits cost Redis one event per finished job that
         someone waits for, and nothing for the others. A wait that hears nothing
-        for `_LOOK_AGAIN` seconds looks at its jobs again, in case an event was
+        for 5 seconds looks at its jobs again, in case an event was
         lost (a Redis restart) or trimmed.
         """
         ids = list(dict.fromkeys(job_ids))

@@ -117,7 +117,7 @@ class ShardedBackend:
         capacity: int | None = None,
         **options: Any,
     ) -> ShardedBackend:
-        """A logical queue *queue* over *shards* Redis queues (`shard_names`).
+        """A logical queue *queue* over *shards* Redis queues, ``{queue:0}`` … ``{queue:K-1}``.
 
         Args:
             url: As for `RedisBackend`; on a cluster, ``…?cluster=yes``.

@@ -55,7 +55,7 @@ def create_app(
     this process or elsewhere.
 
     Args:
-        backend: Where the jobs go; any `Backend`.
+        backend: Where the jobs go; any `trioqueue.Backend`.
         max_body: The largest request body, in bytes; larger is refused with 413.
         concurrency: Requests served at once; more wait for a place.
         request_timeout: Seconds one request may take, its wait for a place

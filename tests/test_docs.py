@@ -1,0 +1,56 @@
+"""The documentation site's API reference documents every public name, and only those.
+
+``nox -s docs`` builds the pages (warnings are errors, every reference must
+resolve); these tests hold the reference to ``__all__``, so a name added to the
+package without a place in the reference fails here, in the README's tests.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import trioqueue
+import trioqueue.http
+
+REFERENCE = Path(__file__).parent.parent / "docs" / "reference"
+DIRECTIVE = re.compile(
+    r"^\.\. auto(?:class|function|exception|data)::\s+(\S+)$|^\.\. (?:current)?module::\s+(\S+)$",
+    re.MULTILINE,
+)
+
+
+def documented() -> dict[str, list[str]]:
+    """Each fully qualified name an ``auto*`` directive documents, with its pages."""
+    found: dict[str, list[str]] = {}
+    for page in sorted(REFERENCE.glob("*.rst")):
+        module = "trioqueue"
+        for name, switched in DIRECTIVE.findall(page.read_text()):
+            if switched:
+                module = switched
+            else:
+                found.setdefault(f"{module}.{name}", []).append(page.name)
+    return found
+
+
+def public() -> set[str]:
+    return {f"trioqueue.{name}" for name in trioqueue.__all__} | {
+        f"trioqueue.http.{name}" for name in trioqueue.http.__all__
+    }
+
+
+def test_every_public_name_has_its_entry_in_the_reference():
+    missing = sorted(public() - set(documented()))
+    assert missing == [], f"add these to a page of docs/reference/: {missing}"
+
+
+def test_the_reference_documents_nothing_private_and_nothing_twice():
+    pages = documented()
+    assert sorted(set(pages) - public()) == []
+    assert {name: where for name, where in pages.items() if len(where) > 1} == {}
+
+
+def test_every_reference_page_is_in_its_table_of_contents():
+    index = (REFERENCE / "index.rst").read_text()
+    listed = set(re.findall(r"^   (\w+)$", index, re.MULTILINE))
+    assert listed == {page.stem for page in REFERENCE.glob("*.rst")} - {"index"}
