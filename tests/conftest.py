@@ -96,7 +96,7 @@ def _variant(item: pytest.Item) -> str | None:
 
 
 class TestTimedOut(Exception):
-    """An async test ran past `TEST_TIME_LIMIT` real seconds: something waits for ever."""
+    """An async test ran past its real-time limit (`TEST_TIME_LIMIT`, or its `time_limit`)."""
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -104,12 +104,14 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Put every async test under the real-time limit (before pytest-trio wraps it)."""
     test = getattr(item, "obj", None)
     if test is not None and inspect.iscoroutinefunction(test):
-        item.obj = _limited(test)  # type: ignore[attr-defined]
+        marker = item.get_closest_marker("time_limit")
+        limit = float(marker.args[0]) if marker else TEST_TIME_LIMIT
+        item.obj = _limited(test, limit)  # type: ignore[attr-defined]
     yield
 
 
-def _limited(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """*test*, failed with `TestTimedOut` once it has run `TEST_TIME_LIMIT` real seconds.
+def _limited(test: Callable[..., Awaitable[None]], limit: float) -> Callable[..., Awaitable[None]]:
+    """*test*, failed with `TestTimedOut` once it has run *limit* real seconds.
 
     A timer thread cancels it, on the real clock, so it works on a mock clock too.
     """
@@ -119,7 +121,7 @@ def _limited(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[No
         token = trio.lowlevel.current_trio_token()
         with trio.CancelScope() as scope:
             timer = threading.Timer(
-                TEST_TIME_LIMIT, trio.from_thread.run_sync, (scope.cancel,), {"trio_token": token}
+                limit, trio.from_thread.run_sync, (scope.cancel,), {"trio_token": token}
             )
             timer.start()
             try:
@@ -128,7 +130,7 @@ def _limited(test: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[No
                 timer.cancel()
         if scope.cancelled_caught:
             raise TestTimedOut(
-                f"the test ran for {TEST_TIME_LIMIT:.0f} s of real time: something waits for "
+                f"the test ran for {limit:.0f} s of real time: something waits for "
                 "ever (a queue, a pool, a reply)"
             )
 

@@ -90,20 +90,26 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 class Target:
     """One queue on the private server, and the commands that name it."""
 
+    options: tuple[str, ...] = ()
+    """What every command adds to name the queue, besides ``--redis`` and ``--queue``."""
+
     def __init__(self, server: RedisServer) -> None:
         self.url = server.url
         self.queue = queue_name()
 
+    def naming(self) -> list[str]:
+        return ["--redis", self.url, "--queue", self.queue, *self.options]
+
     def run(
         self, command: str, *args: str, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return cli(command, *args, "--redis", self.url, "--queue", self.queue, stdin=stdin)
+        return cli(command, *args, *self.naming(), stdin=stdin)
 
     def run_here(
         self, command: str, *args: str, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """`run`, in this process: for a test's set-up and read-back."""
-        return cli_here(command, *args, "--redis", self.url, "--queue", self.queue, stdin=stdin)
+        return cli_here(command, *args, *self.naming(), stdin=stdin)
 
     def stats(self) -> dict[str, Any]:
         result = self.run_here("stats", "--json", "--interval", "0.05")

@@ -54,3 +54,19 @@ def test_every_reference_page_is_in_its_table_of_contents():
     index = (REFERENCE / "index.rst").read_text()
     listed = set(re.findall(r"^   (\w+)$", index, re.MULTILINE))
     assert listed == {page.stem for page in REFERENCE.glob("*.rst")} - {"index"}
+
+
+def test_every_call_a_user_awaits_says_what_a_cancellation_does():
+    """As Trio's own reference does, for the producer's and the pool's calls."""
+    import inspect
+
+    silent = []
+    for owner in (trioqueue.Queue, trioqueue.WorkerPool):
+        for name, value in vars(owner).items():
+            if name.startswith("_"):
+                continue
+            if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
+                doc = (inspect.getdoc(value) or "").lower()
+                if "cancel" not in doc and "checkpoint" not in doc:
+                    silent.append(f"{owner.__name__}.{name}")
+    assert silent == []

@@ -40,6 +40,18 @@ async def test_a_cancelled_wait_for_a_job_ends_at_once_and_takes_nothing(
         assert await backend.ack(claim)
 
 
+async def cancel_once_blocked(raw: coredis.Redis[bytes], scope: trio.CancelScope) -> None:
+    """Cancel *scope* once a client waits in a blocking command on the server.
+
+    Not after a fixed time: on a busy machine the claim before the wait may take
+    longer, and the cancellation would come before the wait this test is about.
+    """
+    with trio.fail_after(10):
+        while not int((await raw.info("clients"))["blocked_clients"]):  # noqa: ASYNC110
+            await trio.sleep(0.001)
+    scope.cancel()
+
+
 async def test_a_job_the_server_moved_just_before_the_cancellation_goes_back_first(
     redis_server: RedisServer,
 ):
@@ -63,8 +75,10 @@ async def test_a_job_the_server_moved_just_before_the_cancellation_goes_back_fir
             return False
 
         connection.unblock = too_late  # type: ignore[method-assign]
-        with trio.move_on_after(0.05) as waiting:
-            await backend.claim(1, lease=30, block=60)
+        with trio.CancelScope() as waiting:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_once_blocked, raw, waiting)
+                await backend.claim(1, lease=30, block=60)
         assert waiting.cancelled_caught
         connection.unblock = unblock  # type: ignore[method-assign]
 

@@ -23,8 +23,6 @@ from trioqueue._backends._sharded import shard_names
 from .test_cli_redis import Target, Worker
 
 if TYPE_CHECKING:
-    import subprocess
-
     from .redis_server import RedisServer
 
 
@@ -186,10 +184,7 @@ async def test_an_idle_pool_is_woken_by_a_job_on_any_shard(
 class ShardedTarget(Target):
     """A logical queue of three shards; every command names it with ``--shards 3``."""
 
-    def run(
-        self, command: str, *args: str, stdin: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return super().run(command, *args, "--shards", "3", stdin=stdin)
+    options = ("--shards", "3")
 
 
 def test_the_command_line_takes_the_logical_name_and_the_shard_count(redis_server: RedisServer):
@@ -228,3 +223,30 @@ async def test_settings_show_and_change_the_total_capacity(
         changed = await backend.configure(capacity=30)
         assert changed.capacity == 30
         assert [(await shard.stored_settings()).capacity for shard in backend.shards] == [10] * 3
+
+
+async def test_a_claim_cancelled_between_two_shards_leaves_no_claim_behind(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock
+):
+    async with sharded(redis_server, logical(), shards=2) as backend:
+        queue = Queue(backend)
+        for n in range(20):  # every shard gets some
+            await queue.enqueue(n, id=f"job-{n}")
+        first = backend.shards[backend._turn]
+        claim_first = first.claim
+        with trio.CancelScope() as scope:
+
+            async def then_cancel(
+                max_jobs: int, *, lease: float, block: float
+            ) -> list[trioqueue.Claim]:
+                got = await claim_first(max_jobs, lease=lease, block=block)
+                scope.cancel()  # after the first shard's claim, before the second's
+                return got
+
+            first.claim = then_cancel  # type: ignore[method-assign]
+            claims = await backend.claim(20, lease=30, block=0)
+        del first.claim
+        # what was claimed reached the caller: nothing is held that it does not know of
+        assert not scope.cancelled_caught
+        assert len(claims) == 20
+        assert (await backend.stats()).gauges.inflight == 20

@@ -187,8 +187,18 @@ class SweepReport:
 class Backend(Protocol):
     """Storage for jobs, shared by producers (`Queue`) and worker pools.
 
-    Implemented by `MemoryBackend`; third-party backends implement it too and
-    can check themselves with the contract tests.
+    Implemented by `MemoryBackend`, `RedisBackend` and `ShardedBackend`;
+    third-party backends implement it too and can check themselves with the
+    contract tests.
+
+    Cancellation: every async method is a Trio checkpoint. Cancelled before it
+    changes anything, it raises `trio.Cancelled` and has changed nothing; once
+    its change is under way it finishes it (on Redis a script sent is waited
+    for, at most the I/O timeout) and returns, so a call that raises
+    `trio.Cancelled` made no change. The calls that work in steps say so:
+    `add_many` (each job in turn), `sweep` and `purge_dead` (slices) may have
+    done the steps before the cancellation. A claim once made always reaches
+    the caller of `claim`; a wait it cancels takes nothing.
     """
 
     @property

@@ -143,12 +143,16 @@ class WorkerPool:
 
         Returns at once from then on. A backend that is down when the pool
         opens keeps this waiting (through the pool's retries) until it is back:
-        the moment to say a worker is ready.
+        the moment to say a worker is ready. Cancelling the wait leaves the pool
+        as it is.
         """
         await self._outage.wait_reached()
 
     async def wait_stopped(self) -> None:
-        """Wait until the pool has stopped: drained, or shut down."""
+        """Wait until the pool has stopped: drained, or shut down.
+
+        Cancelling the wait leaves the pool as it is.
+        """
         await self._stopped.wait()
 
     async def shutdown(self, grace: float) -> ShutdownReport:

@@ -150,6 +150,8 @@ class Queue:
         Like `enqueue`, but raises `QueueFull` (and accepts nothing) when full.
         A duplicate of an existing job is returned even when the queue is full,
         and a delayed job never finds it full.
+
+        Always checkpoints. If cancelled, nothing was accepted.
         """
         job = prepare(payload, id, self._max_payload, **known_options(options))
         return await self._backend.add(job, AddMode.NOWAIT)
@@ -163,6 +165,8 @@ class Queue:
         with ``queued = False`` and scheduled as soon as room frees, before any
         producer waiting in `enqueue`. Raises as `enqueue` does, but never
         `QueueFull`; *delay* and *at* as there.
+
+        Always checkpoints. If cancelled, nothing was accepted.
         """
         job = prepare(payload, id, self._max_payload, **known_options(options))
         return await self._backend.add(job, AddMode.SUBMIT)
@@ -221,6 +225,10 @@ class Queue:
 
         The jobs before it were accepted; a later job that exists already is
         still found (its receipt, or its conflict).
+
+        Always checkpoints. If cancelled, the jobs up to some point of the batch
+        were accepted and none after it (on Redis the batch goes in slices of
+        500): send the batch again with the same ids to finish it.
         """
         jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.NOWAIT)
@@ -232,7 +240,12 @@ class Queue:
         ids: Iterable[str | None] | None = None,
         **options: Unpack[JobOptions],
     ) -> list[AddResult]:
-        """Like `enqueue_many`, storing what does not fit as `submit` does; never waits."""
+        """Like `enqueue_many`, storing what does not fit as `submit` does; never waits.
+
+        Always checkpoints. If cancelled, the jobs up to some point of the batch
+        were accepted and none after it (on Redis the batch goes in slices of
+        500): send the batch again with the same ids to finish it.
+        """
         jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
@@ -360,21 +373,33 @@ class Queue:
         return await self._backend.cancel(job_id)
 
     async def stats(self) -> MetricsSnapshot:
-        """Every counter and gauge of the queue, as all its users see it."""
+        """Every counter and gauge of the queue, as all its users see it.
+
+        Always checkpoints; it only reads, so a cancellation changes nothing.
+        """
         return await self._backend.stats()
 
     async def status(self, job_id: str) -> JobRecord | None:
-        """The record of *job_id*, or None if it is unknown or was evicted."""
+        """The record of *job_id*, or None if it is unknown or was evicted.
+
+        Always checkpoints; it only reads, so a cancellation changes nothing.
+        """
         return await self._backend.status(job_id)
 
     async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters, oldest first, each with its attempts, last error and reason."""
+        """The dead letters, oldest first, each with its attempts, last error and reason.
+
+        Always checkpoints; it only reads, so a cancellation changes nothing.
+        """
         return await self._backend.dead_letters()
 
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget the dead letter *job_id*, or every dead letter; return how many.
 
         Counters are unchanged: the jobs stay counted as dead-lettered.
+
+        Always checkpoints. If cancelled while it forgets every dead letter,
+        some may be forgotten already (on Redis they go in slices): call again.
         """
         return await self._backend.purge_dead(job_id)
 
@@ -383,6 +408,8 @@ class Queue:
 
         Never waits for room: when the queue is full the job is stored with
         ``queued = False`` and scheduled when room frees.
+
+        Always checkpoints. If cancelled, the dead letter was left as it was.
 
         Raises:
             JobNotFound: *job_id* is not a dead letter.

@@ -544,13 +544,17 @@ class RedisBackend:
     async def _replicated(self, done: int, sent: int) -> None:
         """Wait until `wait_replicas` replicas have what the last add script wrote.
 
+        Not cancellable (at most 2 seconds): the jobs are stored already, and an
+        enqueue that raises `trio.Cancelled` must have accepted nothing.
+
         Raises:
             BackendUnavailable: Fewer had it within 2 seconds.
         """
         wanted = self._wait_replicas
         if not wanted:
             return
-        reached = await self._conn.wait_replicas(wanted, _REPLICA_WAIT)
+        with trio.CancelScope(shield=True):
+            reached = await self._conn.wait_replicas(wanted, _REPLICA_WAIT)
         if reached < wanted:
             raise BackendUnavailable(
                 self._conn.where,
@@ -859,8 +863,13 @@ class RedisBackend:
         deadline = trio.current_time() + block
         moved: tuple[bytes, ...] = ()
         while True:
-            rows, due_in = await self._run("claim", max_jobs, lease, ttl, limit, *moved)
-            claims = await self._claims(rows)
+            # A claim made must reach the caller: cancellable before the script is sent,
+            # not after, nor when it registers what BLMOVE moved (that would sit unclaimed).
+            if not moved:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            with trio.CancelScope(shield=True):
+                rows, due_in = await self._run("claim", max_jobs, lease, ttl, limit, *moved)
+                claims = await self._claims(rows)
             left = deadline - trio.current_time()
             if claims or left <= 0:
                 return claims
@@ -897,9 +906,12 @@ class RedisBackend:
     ) -> list[Claim]:
         """`claim` for a stream source (see there)."""
         ttl, limit = self._claim_limits()
-        rows, after, woken, due_in = await self._run("claim", max_jobs, lease, ttl, limit)
-        if rows or block <= 0:
-            return await self._claims(rows)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):  # a claim made must reach the caller
+            rows, after, woken, due_in = await self._run("claim", max_jobs, lease, ttl, limit)
+            claims = await self._claims(rows)
+        if claims or rows or block <= 0:
+            return claims
         block = _until_due(block, due_in)
         # the server waits on the real clock; with a test clock the wait ends on Trio's
         wait = block if self._clock is None else _INJECTED_CLOCK_BLOCK
@@ -907,8 +919,11 @@ class RedisBackend:
             await self._conn.wait_for_entries(
                 {source.stream: text(after), self._keys.wake: text(woken)}, wait
             )
-        rows, _, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
-        return await self._claims(rows)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):
+            rows, _, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
+            claims = await self._claims(rows)
+        return claims
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
         """Extend the leases of the claims still held; those lost, and those cancelled."""

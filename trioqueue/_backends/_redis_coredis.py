@@ -230,10 +230,15 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
 
+        A checkpoint: cancelled before it sends the script, it raises
+        `trio.Cancelled` and changes nothing; once sent, it waits for the reply
+        (at most the I/O timeout) so that a cancellation never hides a change.
+
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time
                 (then the script may or may not have run).
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         self.client  # noqa: B018 - raises unless open
         script = self._scripts[name]
         # A script that was sent may have run even if its reply never came back: once

@@ -454,10 +454,15 @@ class GlideConnection(ConnectionBase[Client]):
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*; its reply.
 
+        A checkpoint: cancelled before it sends the script, it raises
+        `trio.Cancelled` and changes nothing; once sent, it waits for the reply
+        (at most the I/O timeout) so that a cancellation never hides a change.
+
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time
                 (then the script may or may not have run).
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         client = self.client
         script = self._scripts[name]
         values = [v if isinstance(v, str | bytes) else repr(v) for v in (*self._head(), *args)]

@@ -398,19 +398,25 @@ class ShardedBackend:
         self._turn = (self._turn + 1) % count
         claims: list[Claim] = []
         failure: BackendUnavailable | None = None
-        for shard in order:
-            try:
-                got = await self._shards[shard].claim(max_jobs - len(claims), lease=lease, block=0)
-            except BackendUnavailable as exc:
-                failure = failure or exc
-                continue
-            if got and got[0].suspect:
-                # a suspect comes alone: give back what the other shards gave
-                await self.release(claims)
-                return self._wrap(shard, got)
-            claims += self._wrap(shard, got)
-            if len(claims) >= max_jobs:
-                return claims
+        # cancellable before the first shard is asked, not after: a claim made on one
+        # shard must reach the caller whatever the next one says
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):
+            for shard in order:
+                try:
+                    got = await self._shards[shard].claim(
+                        max_jobs - len(claims), lease=lease, block=0
+                    )
+                except BackendUnavailable as exc:
+                    failure = failure or exc
+                    continue
+                if got and got[0].suspect:
+                    # a suspect comes alone: give back what the other shards gave
+                    await self.release(claims)
+                    return self._wrap(shard, got)
+                claims += self._wrap(shard, got)
+                if len(claims) >= max_jobs:
+                    return claims
         if claims or block <= 0:
             return claims
         if failure is not None:

@@ -1,0 +1,90 @@
+"""Every call a producer makes is a Trio checkpoint, on every backend.
+
+In a scope cancelled before the call, it raises `trio.Cancelled` and changes
+nothing: as Trio's own calls behave, so that a loop of enqueues under
+``trio.move_on_after`` stops at its deadline, whatever the backend.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import JobState, Queue
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ..conftest import MakeBackend
+
+CALLS: dict[str, Callable[[Queue], Awaitable[Any]]] = {
+    "enqueue": lambda queue: queue.enqueue("new", id="new"),
+    "enqueue_many": lambda queue: queue.enqueue_many(["new"], ids=["new"]),
+    "enqueue_and_wait": lambda queue: queue.enqueue_and_wait("new", id="new"),
+    "cancel": lambda queue: queue.cancel("waiting"),
+    "status": lambda queue: queue.status("waiting"),
+    "stats": lambda queue: queue.stats(),
+    "result": lambda queue: queue.result("waiting"),
+}
+FULL_QUEUE_CALLS: dict[str, Callable[[Queue], Awaitable[Any]]] = {
+    "try_enqueue": lambda queue: queue.try_enqueue("new", id="new"),
+    "submit": lambda queue: queue.submit("new", id="new"),
+    "try_enqueue_many": lambda queue: queue.try_enqueue_many(["new"], ids=["new"]),
+    "submit_many": lambda queue: queue.submit_many(["new"], ids=["new"]),
+    "requeue_dead": lambda queue: queue.requeue_dead("dead"),
+    "purge_dead": lambda queue: queue.purge_dead(),
+    "dead_letters": lambda queue: queue.dead_letters(),
+}
+
+
+async def a_queue_with_a_waiting_job_and_a_dead_letter(backend: trioqueue.Backend) -> Queue:
+    queue = Queue(backend)
+
+    async def fail(job: trioqueue.Job) -> None:
+        raise RuntimeError("to the dead letters")
+
+    retry = trioqueue.RetryPolicy(max_attempts=1)
+    async with trioqueue.open_worker_pool(backend, fail, retry=retry):
+        await queue.enqueue("dead", id="dead")
+    await queue.enqueue("waiting", id="waiting")
+    return queue
+
+
+async def assert_cancelled_before_it_changed_anything(queue: Queue, call: str) -> None:
+    before = await queue.stats()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await (CALLS | FULL_QUEUE_CALLS)[call](queue)
+    assert scope.cancelled_caught, f"{call} in a cancelled scope did not raise Cancelled"
+    assert await queue.status("new") is None
+    waiting, dead = await queue.status("waiting"), await queue.status("dead")
+    assert waiting is not None
+    assert waiting.state is not JobState.CANCELLED
+    assert dead is not None
+    assert dead.state is JobState.FAILED
+    after = await queue.stats()
+    assert (after.enqueued, after.cancelled, after.gauges) == (
+        before.enqueued,
+        before.cancelled,
+        before.gauges,
+    )
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_call_in_a_cancelled_scope_raises_cancelled_and_changes_nothing(
+    make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
+):
+    queue = await a_queue_with_a_waiting_job_and_a_dead_letter(await make_backend())
+    await assert_cancelled_before_it_changed_anything(queue, call)
+
+
+@pytest.mark.not_on_stream
+@pytest.mark.parametrize("call", FULL_QUEUE_CALLS)
+async def test_the_other_calls_in_a_cancelled_scope_raise_cancelled_and_change_nothing(
+    make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
+):
+    queue = await a_queue_with_a_waiting_job_and_a_dead_letter(await make_backend())
+    await assert_cancelled_before_it_changed_anything(queue, call)
