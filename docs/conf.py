@@ -31,6 +31,7 @@ extensions = [
     "myst_parser",
     "cli_help",
     "public_names",
+    "redis_layout",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from .redis_server import RedisServer
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
-ON_MEMORY = ["first_queue", "retries", "shutdown"]
-ON_REDIS = ["redis_queue"]
+ON_MEMORY = ["first_queue", "retries", "shutdown", "ingest_service", "worker_shutdown"]
+ON_REDIS = ["redis_queue", "image_service"]
 HANDLERS = ["images", "mail"]  # what a worker imports; run by the tests beside them
 EXAMPLE_TESTS = ["test_mail"]
 OTHER_FILES = ["alerts.yml"]  # a user's own tests, run with pytest as a user runs them
@@ -96,6 +96,12 @@ def test_the_how_to_s_own_tests_pass_as_a_user_runs_them():
         for name in EXAMPLE_TESTS
     )
     assert f"{written} passed" in result.stdout
+
+
+def test_seed_001_s_image_service_runs_as_written(redis_server: RedisServer, capsys, monkeypatch):
+    monkeypatch.setenv("TRIOQUEUE_REDIS_URL", redis_server.url)
+    trio.run(load("image_service").main)
+    assert capsys.readouterr().out == shown_output("image_service")
 
 
 def test_the_redis_tutorial_runs_as_written(redis_server: RedisServer, capsys, monkeypatch):
