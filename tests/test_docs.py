@@ -70,3 +70,21 @@ def test_every_call_a_user_awaits_says_what_a_cancellation_does():
                 if "cancel" not in doc and "checkpoint" not in doc:
                     silent.append(f"{owner.__name__}.{name}")
     assert silent == []
+
+
+def test_every_backend_says_what_a_cancellation_does():
+    """The protocol states the rule for every method; each backend says how it keeps it."""
+    import inspect
+
+    assert "Cancellation:" in (inspect.getdoc(trioqueue.Backend) or "")
+    for backend in (trioqueue.MemoryBackend, trioqueue.RedisBackend, trioqueue.ShardedBackend):
+        assert "Cancellation: as the `Backend` protocol says" in (inspect.getdoc(backend) or "")
+
+
+def test_the_error_limits_the_records_state_are_the_ones_they_keep():
+    """ErrorInfo's attribute docstrings give the limits in words; they must not drift."""
+    from trioqueue._records import MAX_ERROR_TEXT, MAX_TRACEBACK_TEXT
+
+    source = (Path(trioqueue.__file__).parent / "_records.py").read_text()
+    assert f"cut to {MAX_ERROR_TEXT:,} characters" in source
+    assert f"its last {MAX_TRACEBACK_TEXT:,} characters" in source

@@ -127,6 +127,9 @@ class MemoryBackend:
     due time on it). Share one instance between the
     `Queue` producers and the worker pools of one process.
 
+    Cancellation: as the `Backend` protocol says; each call makes its change
+    with no cancel point after it.
+
     Args:
         capacity: Most jobs on the ready queue. `Queue.enqueue` waits beyond it.
         retention: How long finished records are kept: a `Retention`, or an int

@@ -149,6 +149,11 @@ class RedisBackend:
     owner stopped renewing them (a crashed process), so *min_idle* bounds how
     long a crash delays a job, not how long a handler may run.
 
+    Cancellation: as the `Backend` protocol says. Each call is one Lua script,
+    atomic on the server, unless it says it goes in slices; a script sent is
+    waited for (at most the I/O timeout), so a cancellation never hides a
+    change, and one that comes first leaves everything as it was.
+
     Simple mode (``reliable=False``): a claim takes the job off the queue, and
     an interrupted handler is never run again (at-most-once), for handlers
     whose side effects must not repeat. A job whose worker dies while holding

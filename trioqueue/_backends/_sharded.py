@@ -81,6 +81,9 @@ class ShardedBackend:
     manager, like a `RedisBackend`; `Queue` and `open_worker_pool` take it as any
     backend. Every process that names the same queue and shard count shares it.
 
+    Cancellation: as the `Backend` protocol says, shard by shard; a claim
+    gathered from several shards reaches the caller whole.
+
     Args:
         shards: The shard queues, in order (the order picks each id's shard: keep
             it the same in every process).
