@@ -96,7 +96,11 @@ async def test_a_job_waiting_to_retry_does_not_hold_a_worker(make_backend, autoj
         await queue.enqueue("b", id="other")
         await trio.sleep(1)
         assert pool.held == 1  # the sleeper still holds its job
-    assert finished == {"other": 1, "slow-retry": 10}
+    # "other" did not wait behind the sleeping retry (it would finish at 10 or later),
+    # and the retry kept its delay; on Redis a slow reply on a busy machine can let
+    # the mock clock run a fraction of a second further
+    assert finished["other"] < 2
+    assert 10 <= finished["slow-retry"] < 11
 
 
 async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
