@@ -7,6 +7,7 @@ package without a place in the reference fails here, in the README's tests.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -58,8 +59,6 @@ def test_every_reference_page_is_in_its_table_of_contents():
 
 def test_every_call_a_user_awaits_says_what_a_cancellation_does():
     """As Trio's own reference does, for the producer's and the pool's calls."""
-    import inspect
-
     silent = []
     for owner in (trioqueue.Queue, trioqueue.WorkerPool):
         for name, value in vars(owner).items():
@@ -74,8 +73,6 @@ def test_every_call_a_user_awaits_says_what_a_cancellation_does():
 
 def test_every_backend_says_what_a_cancellation_does():
     """The protocol states the rule for every method; each backend says how it keeps it."""
-    import inspect
-
     assert "Cancellation:" in (inspect.getdoc(trioqueue.Backend) or "")
     for backend in (trioqueue.MemoryBackend, trioqueue.RedisBackend, trioqueue.ShardedBackend):
         assert "Cancellation: as the `Backend` protocol says" in (inspect.getdoc(backend) or "")

@@ -915,7 +915,7 @@ class RedisBackend:
         with trio.CancelScope(shield=True):  # a claim made must reach the caller
             rows, after, woken, due_in = await self._run("claim", max_jobs, lease, ttl, limit)
             claims = await self._claims(rows)
-        if claims or rows or block <= 0:
+        if rows or block <= 0:  # rows that were all dead-lettered end the call too
             return claims
         block = _until_due(block, due_in)
         # the server waits on the real clock; with a test clock the wait ends on Trio's
