@@ -297,6 +297,17 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             """The workers of *pids* running a job of *jobs* (not the backlog) now."""
             return [p for p in pids if not jobs.keys().isdisjoint(orphans_of(p, tail.events))]
 
+        def still_running(pid: int, margin: float) -> list[str]:
+            """The jobs of *jobs* that *pid* runs now and will for *margin* seconds more.
+
+            Each job's duration is known (its payload), so a hold made now is sure to
+            catch them running, however stale the log read was.
+            """
+            tail.update()
+            begun = {j: at for what, j, p, at in tail.events if p == pid and what == "start"}
+            mine = [j for j in orphans_of(pid, tail.events) if j in jobs]
+            return [j for j in mine if begun[j] + jobs[j]["ms"] / 1000 > time.time() + margin]
+
         while True:
             now = time.time()
             if now - started > args.deadline:
@@ -329,7 +340,9 @@ def run_in(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 # victim must be left to recover the cut-off worker's claims
                 clear = now >= last_kill + RECOVERY_TARGET
                 if held_until is None and share >= 0.05:  # before most kills
-                    if clear and cut_off is not None and running_jobs([cut_off]):
+                    # held only while the cut-off worker has a job that outlasts the
+                    # hold's start, and another worker is up to recover it
+                    if clear and cut_off is not None and running and still_running(cut_off, 0.05):
                         line.hold()
                         faults.append(("line-held", cut_off, time.time()))
                         held_until = time.time() + HOLD
@@ -508,6 +521,14 @@ def analyse(
         for job_id, runs in dones.items()
         if any(pid in on_line and held_at <= at < released_at for pid, at in runs)
     )
+    caught = {  # jobs the cut-off worker was running when its line was held
+        job_id
+        for job_id in jobs
+        for pid, at in starts[job_id]
+        if pid in on_line
+        and at < held_at
+        and not any(p == pid and held_at > end for p, end in dones[job_id])
+    }
     after_release = sum(
         1 for runs in starts.values() for pid, at in runs if pid in on_line and at > released_at
     )
@@ -540,6 +561,7 @@ def analyse(
         "duplicated": len(duplicated),
         "duplicate_bound": bound,
         "duplicates_not_after_a_crash": len(unexplained),
+        "running_when_held": len(caught),
         "run_twice_after_the_held_line": len(cut_twice),
         "outcomes_reached_while_held": len(late),
         "cut_off_starts_after_release": after_release,
@@ -588,6 +610,11 @@ def analyse(
         misses.append("the cut-off worker's line was never held and released")
     elif not after_release:
         misses.append("the cut-off worker started no job after its line was released")
+    elif not caught:
+        misses.append("the held line caught no job running on the cut-off worker")
+    elif not_again := sorted(caught - set(cut_twice)):
+        # three leases of silence: each must have been recovered and run elsewhere
+        misses.append(f"running on the held line, never run again: {not_again[:10]}")
     if never_ran:
         misses.append(f"completed without a logged run: {never_ran[:10]}")
     misses.extend(fleet.surprises)
