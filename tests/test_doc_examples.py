@@ -56,7 +56,9 @@ def test_every_example_is_run_here_and_shown_by_a_page():
     files = {path.stem for path in EXAMPLES.glob("*.py")}
     assert files == set(ON_MEMORY + ON_REDIS + HANDLERS + EXAMPLE_TESTS)
     pages = "".join(path.read_text() for path in (EXAMPLES.parent).rglob("*.md"))
-    for name in [f"{stem}.py" for stem in files] + OTHER_FILES:
+    readme = [f"readme/{path.name}" for path in (EXAMPLES / "readme").glob("*.py")]
+    assert len(readme) == 7  # run by test_readme.py
+    for name in [f"{stem}.py" for stem in files] + OTHER_FILES + readme:
         assert f"examples/{name}" in pages, f"no page shows docs/examples/{name}"
 
 
