@@ -32,7 +32,10 @@ extensions = [
     "cli_help",
     "public_names",
     "redis_layout",
+    "job_states",
+    "cancellation",
 ]
+graphviz_output_format = "svg"  # sharp at any size; needs the dot program (Graphviz)
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 html_theme = "furo"
