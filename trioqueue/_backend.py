@@ -235,6 +235,10 @@ class Backend(Protocol):
         Raises:
             IdempotencyConflict: The id exists with another payload.
             QueueFull: The queue is full and *mode* is `AddMode.NOWAIT`.
+
+        Cancellation: a checkpoint; cancelled, before it stored the job or while it
+        waits for room (`AddMode.WAIT`), it has accepted nothing. Once the job is
+        being stored it finishes.
         """
         ...
 
@@ -247,6 +251,9 @@ class Backend(Protocol):
         `AddMode.WAIT` it waits for room job by job: if cancelled, the jobs before
         the one it waited on were accepted (enqueue them again with the same ids to
         finish: those are deduplicated).
+
+        Cancellation: a checkpoint; it works job by job, as `add` does, so a
+        cancelled call keeps the jobs accepted before the cancellation.
         """
         ...
 
@@ -256,6 +263,10 @@ class Backend(Protocol):
         Each claim holds for *lease* seconds unless renewed. May return fewer
         jobs, or none, early: in particular when the backend becomes idle.
         A suspect (`Claim.suspect`) always comes alone.
+
+        Cancellation: a checkpoint; cancelled while it waits for a job, it has
+        claimed nothing. A claim once made is returned, whatever cancellation
+        arrives meanwhile: the caller meets that at its next checkpoint.
         """
         ...
 
@@ -264,6 +275,9 @@ class Backend(Protocol):
 
         Returns:
             The claims no longer held, and those whose jobs were cancelled.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
@@ -278,6 +292,9 @@ class Backend(Protocol):
 
         Raises:
             JobNotFound: No job *job_id* is known.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
@@ -285,6 +302,9 @@ class Backend(Protocol):
         """End a claim whose job was cancelled: the job is `JobState.CANCELLED`.
 
         False (and nothing changed) if the claim is stale.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
@@ -296,6 +316,9 @@ class Backend(Protocol):
         *result* is the handler's return value as canonical JSON (None when it
         returned None), kept on the record (`JobRecord.result`); *result_error*
         says why a return value could not be kept (`JobRecord.result_error`).
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
@@ -309,42 +332,74 @@ class Backend(Protocol):
         due time (the record's `JobRecord.due_at`), so a job released mid-backoff
         (`release`) or recovered from a dead owner (`sweep`) waits out the rest of
         its backoff among the delayed jobs instead of running early.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
     async def requeue(self, claim: Claim) -> bool:
-        """Put a job waiting to retry back on the ready queue (or stored unqueued if full)."""
+        """Put a job waiting to retry back on the ready queue (or stored unqueued if full).
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
+        """
         ...
 
     async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
-        """End the last attempt and move the job to the dead letters."""
+        """End the last attempt and move the job to the dead letters.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
+        """
         ...
 
     async def drop(self, claim: Claim, reason: str) -> bool:
-        """End the attempt and drop the job."""
+        """End the attempt and drop the job.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
+        """
         ...
 
     async def release(self, claims: Sequence[Claim]) -> int:
         """Put unfinished claims back at once, without counting an attempt; return how many.
 
         A job waiting to retry whose due time is ahead is stored until then.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
     async def sweep(self) -> SweepReport:
-        """Schedule stored jobs when there is room, recover expired claims, evict old records."""
+        """Schedule stored jobs when there is room, recover expired claims, evict old records.
+
+        Cancellation: a checkpoint; it works in slices, each finished once begun, so
+        a cancelled sweep keeps the slices done before the cancellation (the next
+        sweep does the rest).
+        """
         ...
 
     async def stats(self) -> MetricsSnapshot:
-        """Every counter and true gauge of the queue, as all its users see it."""
+        """Every counter and true gauge of the queue, as all its users see it.
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
         ...
 
     async def pending(self) -> int:
-        """Jobs accepted and not finished: waiting, claimed, or waiting to retry."""
+        """Jobs accepted and not finished: waiting, claimed, or waiting to retry.
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
         ...
 
     async def status(self, job_id: str) -> JobRecord | None:
-        """The record of *job_id*, or None if unknown or evicted."""
+        """The record of *job_id*, or None if unknown or evicted.
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
         ...
 
     def finished(
@@ -365,11 +420,18 @@ class Backend(Protocol):
         ...
 
     async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters, oldest first."""
+        """The dead letters, oldest first.
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
         ...
 
     async def purge_dead(self, job_id: str | None = None) -> int:
-        """Forget one dead letter, or all of them; return how many were forgotten."""
+        """Forget one dead letter, or all of them; return how many were forgotten.
+
+        Cancellation: a checkpoint; forgetting all of them works in slices, each
+        finished once begun, so a cancelled call keeps the slices done before it.
+        """
         ...
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
@@ -377,6 +439,9 @@ class Backend(Protocol):
 
         Raises:
             JobNotFound: *job_id* is not a dead letter.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
@@ -384,9 +449,15 @@ class Backend(Protocol):
         """Record that schedule *name*'s tick at *tick* (seconds since the epoch) is stored.
 
         A later tick recorded already stays (see `open_scheduler`).
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
         """
         ...
 
     async def schedule_marks(self) -> dict[str, float]:
-        """Each schedule's latest tick stored in the queue (`mark_schedule`)."""
+        """Each schedule's latest tick stored in the queue (`mark_schedule`).
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
         ...

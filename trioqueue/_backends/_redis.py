@@ -735,6 +735,8 @@ class RedisBackend:
 
         Raises:
             BackendUnavailable: Redis cannot be reached.
+
+        Cancellation: a checkpoint; it only reads.
         """
         return decode_settings(await self._run("settings"))
 
@@ -762,6 +764,9 @@ class RedisBackend:
                 *no_key_ttl* were given, the queue does not exist yet, or it
                 still holds jobs that a mode or key TTL change would strand.
             BackendUnavailable: Redis cannot be reached.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. The change is
+        one script: once sent, it is waited for.
         """
         if self._stream is not None:
             raise ConfigurationError(
@@ -799,7 +804,10 @@ class RedisBackend:
         return settings
 
     async def inspect(self) -> QueueInfo:
-        """What the queue holds in Redis now, for operators (``trioqueue stats``)."""
+        """What the queue holds in Redis now, for operators (``trioqueue stats``).
+
+        Cancellation: a checkpoint; it only reads.
+        """
         reply = await self._run("inspect")
         ready, stored, processing, claims, oldest, dead, finished, scheduled = reply
         return QueueInfo(

@@ -226,9 +226,10 @@ class ShardedBackend:
     async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
         """Accept *jobs*, each on its shard, the shards side by side; one result per job.
 
-        Unlike one queue's, a cancelled call may have accepted any of the jobs, not
-        only those before the one it waited on: enqueue them all again with the
-        same ids to finish (the accepted ones are deduplicated).
+        Cancellation: a checkpoint; unlike one queue's, a cancelled call may have
+        accepted any of the jobs, not only those before the one it waited on:
+        enqueue them all again with the same ids to finish (the accepted ones are
+        deduplicated).
         """
         groups: dict[int, list[int]] = {}
         for index, job in enumerate(jobs):
@@ -303,7 +304,11 @@ class ShardedBackend:
         return await self._shards[0].schedule_marks()
 
     async def purge_dead(self, job_id: str | None = None) -> int:
-        """Forget one dead letter (on its shard), or every shard's; how many."""
+        """Forget one dead letter (on its shard), or every shard's; how many.
+
+        Cancellation: a checkpoint; all of them are forgotten shard by shard, in
+        slices, so a cancelled call keeps what it forgot before the cancellation.
+        """
         if job_id is not None:
             return await self.shard_for(job_id).purge_dead(job_id)
         return sum([await shard.purge_dead() for shard in self._shards])
@@ -328,7 +333,10 @@ class ShardedBackend:
         return shared_snapshot(counters, self._gauges, self._metrics.snapshot())
 
     async def inspect(self) -> QueueInfo:
-        """What all the shards hold, added up (the oldest claim of any)."""
+        """What all the shards hold, added up (the oldest claim of any).
+
+        Cancellation: a checkpoint; it only reads.
+        """
         infos = [await shard.inspect() for shard in self._shards]
         ages = [info.oldest_claim_age for info in infos if info.oldest_claim_age is not None]
         return QueueInfo(
@@ -343,7 +351,10 @@ class ShardedBackend:
         )
 
     async def stored_settings(self) -> QueueSettings | None:
-        """The stored settings of the first shard used (total capacity); None if none was."""
+        """The stored settings of the first shard used (total capacity); None if none was.
+
+        Cancellation: a checkpoint; it only reads.
+        """
         for shard in self._shards:
             stored = await shard.stored_settings()
             if stored is not None:
@@ -358,6 +369,9 @@ class ShardedBackend:
         all of them change. A shard that refuses a change (a mode change while it
         holds jobs) stops the call there, with the shards before it changed:
         drain the queue and run it again.
+
+        Cancellation: a checkpoint; it works shard by shard, so a cancelled call
+        keeps the shards changed before the cancellation: run it again to finish.
         """
         stored = [await shard.stored_settings() is not None for shard in self._shards]
         if any(stored):
@@ -463,7 +477,11 @@ class ShardedBackend:
         return self._wrap(first, taken)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
-        """Extend the leases of the claims still held, shard by shard; see `Backend.renew`."""
+        """Extend the leases of the claims still held, shard by shard; see `Backend.renew`.
+
+        Cancellation: a checkpoint; a cancelled call keeps the leases it renewed on
+        the shards before the cancellation.
+        """
         lost: set[str] = set()
         cancel: set[str] = set()
         for shard, group in self._by_shard(claims).items():
@@ -511,7 +529,12 @@ class ShardedBackend:
         return await shard.drop(own, reason)
 
     async def release(self, claims: Sequence[Claim]) -> int:
-        """Put unfinished claims back on their shards at once; how many were still held."""
+        """Put unfinished claims back on their shards at once; how many were still held.
+
+        Cancellation: a checkpoint; it works shard by shard, so a cancelled call
+        keeps the claims put back before the cancellation (the others stay claimed
+        until given back again or their leases run out). A pool releases shielded.
+        """
         return sum(
             [
                 await self._shards[shard].release(group)
@@ -520,7 +543,11 @@ class ShardedBackend:
         )
 
     async def sweep(self) -> SweepReport:
-        """Sweep every shard; the reports added up."""
+        """Sweep every shard; the reports added up.
+
+        Cancellation: a checkpoint; shard by shard, each in slices, so a cancelled
+        sweep keeps what it did before the cancellation.
+        """
         reports = [await shard.sweep() for shard in self._shards]
         return SweepReport(
             scheduled=sum(r.scheduled for r in reports),
