@@ -30,11 +30,25 @@ async def main() -> None:
         await post("e3", {"user": 3})  # 202: stored, not queued: the queue is full
         await post("e1", {"user": 1})  # 200: the same event again, deduplicated
         await post("e1", {"user": 9})  # 409: the same id with another payload
+        await show_stats(client)  # the depth is not one number
         async with trioqueue.open_worker_pool(backend, handle):
-            pass  # the workers make room; e3 goes on the queue and runs
+            await trio.sleep(0.5)  # the workers make room: e3 goes on the queue
+            await show_stats(client)
         for event_id in ("e1", "e2", "e3"):
             record = (await client.get(f"/jobs/{event_id}")).json()
             print(event_id, record["state"], "after", record["attempts"], "attempt")
+        await show_stats(client)
+
+
+async def show_stats(client: httpx.AsyncClient) -> None:
+    stats = (await client.get("/stats")).json()
+    gauges = ", ".join(f"{name} {stats['gauges'][name]}" for name in GAUGES)
+    counters = ", ".join(f"{name} {stats[name]}" for name in COUNTERS)
+    print(f"gauges: {gauges}\ncounters: {counters}")
+
+
+GAUGES = ["queue_depth", "backlog", "inflight"]  # on the queue; accepted, waiting; running
+COUNTERS = ["enqueued", "deduplicated", "conflicts", "succeeded"]  # they only ever rise
 
 
 if __name__ == "__main__":
