@@ -23,6 +23,14 @@ if TYPE_CHECKING:
     from ._records import JobRecord
 
 
+def _checked_id(call: str, job_id: object) -> str:
+    """*job_id* if it is a str; else a TypeError that says what to pass."""
+    if isinstance(job_id, str):
+        return job_id
+    hint = "pass receipt.id" if isinstance(job_id, Receipt) else "pass the job's id"
+    raise TypeError(f"Queue.{call}: a job id is a str, not {type(job_id).__name__}; {hint}")
+
+
 def _value(job_id: str, record: JobRecord | None) -> Any:
     """A finished job's result, or the error that says why it has none."""
     if record is None:
@@ -290,6 +298,7 @@ class Queue:
         queue.result(job_id)``); cancelling the wait does not touch the job.
 
         Raises:
+            TypeError: *job_id* is not a str (given a `Receipt`, pass its ``id``).
             JobNotFound: No job *job_id* is known: never enqueued, or its record
                 was forgotten under the backend's `Retention` (keep records longer
                 to read results later).
@@ -299,7 +308,7 @@ class Queue:
             ResultNotStored: The job completed, but its return value could not
                 be stored (not JSON, or over the pool's *max_result*).
         """
-        async with self._backend.finished([job_id]) as finished:
+        async with self._backend.finished([_checked_id("result", job_id)]) as finished:
             async for _, record in finished:
                 return _value(job_id, record)
         raise JobNotFound(job_id)  # pragma: no cover - finished() gives every id once
@@ -324,7 +333,8 @@ class Queue:
         Raises:
             BackendUnavailable: The backend could not be reached.
         """
-        async with self._backend.finished(list(job_ids)) as finished:
+        ids = [_checked_id("results", job_id) for job_id in job_ids]
+        async with self._backend.finished(ids) as finished:
             async for job_id, record in finished:
                 try:
                     value = _value(job_id, record)
@@ -367,10 +377,11 @@ class Queue:
         a cancelled job; wait on it to know when a requested cancel is done.
 
         Raises:
+            TypeError: *job_id* is not a str (given a `Receipt`, pass its ``id``).
             JobNotFound: No job *job_id* is known (never enqueued, or forgotten
                 under the retention).
         """
-        return await self._backend.cancel(job_id)
+        return await self._backend.cancel(_checked_id("cancel", job_id))
 
     async def stats(self) -> MetricsSnapshot:
         """Every counter and gauge of the queue, as all its users see it.
@@ -384,7 +395,7 @@ class Queue:
 
         Always checkpoints; it only reads, so a cancellation changes nothing.
         """
-        return await self._backend.status(job_id)
+        return await self._backend.status(_checked_id("status", job_id))
 
     async def dead_letters(self) -> list[JobRecord]:
         """The dead letters, oldest first, each with its attempts, last error and reason.
@@ -401,6 +412,8 @@ class Queue:
         Always checkpoints. If cancelled while it forgets every dead letter,
         some may be forgotten already (on Redis they go in slices): call again.
         """
+        if job_id is not None:
+            job_id = _checked_id("purge_dead", job_id)
         return await self._backend.purge_dead(job_id)
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
@@ -412,6 +425,7 @@ class Queue:
         Always checkpoints. If cancelled, the dead letter was left as it was.
 
         Raises:
+            TypeError: *job_id* is not a str (given a `Receipt`, pass its ``id``).
             JobNotFound: *job_id* is not a dead letter.
         """
-        return await self._backend.requeue_dead(job_id)
+        return await self._backend.requeue_dead(_checked_id("requeue_dead", job_id))
