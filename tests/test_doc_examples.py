@@ -10,14 +10,16 @@ user runs them.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -29,11 +31,13 @@ from trioqueue._prometheus import MetricsCollector
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from .redis_cluster import RedisCluster
     from .redis_server import RedisServer
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
 ON_MEMORY = ["first_queue", "retries", "shutdown", "ingest_service", "worker_shutdown"]
 ON_REDIS = ["redis_queue", "image_service"]
+ON_CLUSTER = ["cluster"]
 HANDLERS = ["images", "mail"]  # what a worker imports; run by the tests beside them
 EXAMPLE_TESTS = ["test_mail"]
 OTHER_FILES = ["alerts.yml"]  # a user's own tests, run with pytest as a user runs them
@@ -54,12 +58,24 @@ def shown_output(name: str) -> str:
 
 def test_every_example_is_run_here_and_shown_by_a_page():
     files = {path.stem for path in EXAMPLES.glob("*.py")}
-    assert files == set(ON_MEMORY + ON_REDIS + HANDLERS + EXAMPLE_TESTS)
+    assert files == set(ON_MEMORY + ON_REDIS + ON_CLUSTER + HANDLERS + EXAMPLE_TESTS)
     pages = "".join(path.read_text() for path in (EXAMPLES.parent).rglob("*.md"))
     readme = [f"readme/{path.name}" for path in (EXAMPLES / "readme").glob("*.py")]
     assert len(readme) == 7  # run by test_readme.py
     for name in [f"{stem}.py" for stem in files] + OTHER_FILES + readme:
         assert f"examples/{name}" in pages, f"no page shows docs/examples/{name}"
+
+
+def test_no_page_writes_python_that_no_test_runs():
+    """Python on a page comes from a file here (literalinclude), which the tests run."""
+    inline = [
+        f"{path.relative_to(EXAMPLES.parent)}:{n}"
+        for path in EXAMPLES.parent.rglob("*.md")
+        if "_build" not in path.parts
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.match(r"```+\s*(\{code-block\}\s*)?(python|py|pycon)\b", line.strip())
+    ]
+    assert inline == []
 
 
 def test_the_alerting_rules_name_only_metrics_a_worker_serves():
@@ -135,3 +151,53 @@ def test_the_redis_tutorial_runs_as_written(redis_server: RedisServer, capsys, m
         _, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "worker on reliable queue {images}" in err
+
+
+def test_the_mail_lifespan_opens_one_client_around_the_pool(monkeypatch):
+    mail = load("mail")
+    sent: list[str] = []
+    clients: list[httpx.AsyncClient] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content)["to"])
+        return httpx.Response(200)
+
+    real = httpx.AsyncClient
+
+    def client(**options: Any) -> httpx.AsyncClient:  # the page's client, on a fake server
+        clients.append(real(transport=httpx.MockTransport(answer), **options))
+        return clients[-1]
+
+    monkeypatch.setattr(httpx, "AsyncClient", client)  # as mail.py reaches it
+
+    async def main() -> None:
+        backend = trioqueue.MemoryBackend()
+        queue = trioqueue.Queue(backend)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(mail.work, backend)
+            for to in ("a@example.com", "b@example.com"):
+                await queue.result((await queue.enqueue({"to": to})).id)
+            assert not clients[0].is_closed  # one client, open while the pool runs
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert sent == ["a@example.com", "b@example.com"]
+    assert len(clients) == 1
+    assert clients[0].is_closed
+
+
+@pytest.mark.parametrize("name", ["on_a_cluster", "with_a_replica", "sharded"])
+def test_the_cluster_page_s_backends_run_on_a_cluster(name: str, redis_cluster: RedisCluster):
+    make = getattr(load("cluster"), name)
+    queue_name = "{thumbnails}" if name != "sharded" else "thumbnails"
+    assert f"queue={queue_name!r}".replace("'", '"') in (EXAMPLES / "cluster.py").read_text()
+
+    async def main() -> trioqueue.JobState | None:
+        async with make(redis_cluster.url + "?cluster=yes") as backend:
+            queue = trioqueue.Queue(backend)
+            job_id = (await queue.enqueue({"image": "cat.png"}, id=f"cluster-page-{name}")).id
+            record = await queue.status(job_id)
+            await backend.purge_dead()
+            return None if record is None else record.state
+
+    assert trio.run(main) is trioqueue.JobState.RECEIVED

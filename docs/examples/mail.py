@@ -1,9 +1,7 @@
 """How-to: handlers that share one HTTP client, which a lifespan opens and closes.
 
-Run it with ``trioqueue worker mail:lifespan --lifespan ...``, or in Python::
-
-    async with lifespan() as handler, trioqueue.open_worker_pool(backend, handler):
-        ...
+Run it with ``trioqueue worker mail:lifespan --lifespan ...``, or in Python
+with `work`.
 """
 
 import contextlib
@@ -33,3 +31,9 @@ async def lifespan() -> AsyncIterator[trioqueue.Handler]:
     """Open the client before the first job; close it after the last one."""
     async with httpx.AsyncClient(base_url=MAIL_API, timeout=10) as client:
         yield mail_handler(client)
+
+
+async def work(backend: trioqueue.Backend) -> None:
+    """Run the mail jobs of *backend*, with the lifespan opened around the pool."""
+    async with lifespan() as handler, trioqueue.open_worker_pool(backend, handler) as pool:
+        await pool.wait_stopped()  # until the pool is stopped, or this is cancelled

@@ -1,0 +1,24 @@
+"""Redis Cluster: a queue on a cluster, one whose enqueues wait for a replica, a sharded one.
+
+Each function makes a backend as the page shows it; none reaches Redis before its
+first call. The URL names any node of the cluster: the tests give their own.
+"""
+
+import trioqueue
+
+NODE = "redis://node-1:7000?cluster=yes"
+
+
+def on_a_cluster(url: str = NODE) -> trioqueue.RedisBackend:
+    """One queue; its keys share the slot of its hash tag, ``{thumbnails}``."""
+    return trioqueue.RedisBackend(url, queue="{thumbnails}", min_idle=30)
+
+
+def with_a_replica(url: str = NODE) -> trioqueue.RedisBackend:
+    """The same queue, each enqueue returning once a replica has its jobs."""
+    return trioqueue.RedisBackend(url, queue="{thumbnails}", min_idle=30, wait_replicas=1)
+
+
+def sharded(url: str = NODE) -> trioqueue.ShardedBackend:
+    """One logical queue over three, ``{thumbnails:0}`` to ``{thumbnails:2}``."""
+    return trioqueue.ShardedBackend.on_redis(url, queue="thumbnails", shards=3, min_idle=30)
