@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -76,6 +77,47 @@ def test_no_page_writes_python_that_no_test_runs():
         if re.match(r"```+\s*(\{code-block\}\s*)?(python|py|pycon)\b", line.strip())
     ]
     assert inline == []
+
+
+def console_commands() -> list[tuple[str, str]]:
+    """Each ``trioqueue`` command of the pages' and the README's console blocks, and where."""
+    pages = [p for p in EXAMPLES.parent.rglob("*.md") if "_build" not in p.parts]
+    found = []
+    for path in [*pages, EXAMPLES.parent.parent / "README.md"]:
+        for block in re.findall(r"```console\n(.*?)```", path.read_text(), re.S):
+            lines = block.splitlines()
+            if any(line.startswith("$ ") for line in lines):  # the rest is their output
+                lines = [line[2:] for line in lines if line.startswith("$ ")]
+            for line in lines:
+                for command in line.split("&&"):
+                    words = shlex.split(command)
+                    if words and words[0].endswith("trioqueue"):
+                        found.append((path.name, command.strip()))
+        for block in re.findall(r"```ini\n(.*?)```", path.read_text(), re.S):  # systemd units
+            starts = re.findall(r"^ExecStart=(\S*trioqueue .*)$", block, re.M)
+            found += [(path.name, start) for start in starts]
+        for block in re.findall(r"```dockerfile\n(.*?)```", path.read_text(), re.S):
+            entry = re.search(r"^ENTRYPOINT (\[.*\])$", block, re.M)
+            cmd = re.search(r"^CMD (\[.*\])$", block, re.M)
+            if entry and cmd and json.loads(entry[1])[0] == "trioqueue":
+                found.append((path.name, shlex.join(json.loads(entry[1]) + json.loads(cmd[1]))))
+    return found
+
+
+def test_every_command_on_a_page_is_one_the_command_line_takes():
+    """A console block's command parses: no option on a page has been renamed or removed."""
+    from trioqueue._cli import _parser
+
+    parser, _ = _parser()
+    commands = console_commands()
+    assert len(commands) >= 12
+    refused = []
+    for where, command in commands:
+        try:
+            parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            refused.append(f"{where}: {command}")
+    assert refused == []
 
 
 def test_the_alerting_rules_name_only_metrics_a_worker_serves():
