@@ -34,6 +34,7 @@ extensions = [
     "redis_layout",
     "job_states",
     "cancellation",
+    "tiers",
 ]
 graphviz_output_format = "svg"  # sharp at any size; needs the dot program (Graphviz)
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

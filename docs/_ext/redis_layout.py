@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 LUA = Path(_redis_keys.__file__).parent / "lua"
 
 
-def _one_line(lines: list[str]) -> str:
+def one_line(lines: list[str]) -> str:
     """*lines* joined, with each `name` shown as code: it may name a private one."""
     text = " ".join(line.strip() for line in lines if line.strip())
     return re.sub(r"(?<!`)`([^`]+)`(?!`)", r"``\1``", text)
@@ -45,7 +45,7 @@ class RedisKeysTable(Directive):
             shown = ", ".join(value) if isinstance(value, tuple) else value
             if field.name == "job_prefix":
                 shown += "<id>"
-            rows.append((f"``{shown}``", _one_line(docs[("RedisKeys", field.name)])))
+            rows.append((f"``{shown}``", one_line(docs[("RedisKeys", field.name)])))
         lines = [".. list-table::", "   :header-rows: 1", "   :widths: 30 70", ""]
         lines += ["   * - key", "     - what it holds"]
         for key, meaning in rows:
@@ -66,7 +66,7 @@ class LuaScriptList(Directive):
                 if not line.startswith("--"):
                     break
                 comment.append(line.removeprefix("--").strip())
-            lines += [f"``{script.name}``", f"   {_one_line(comment)}", ""]
+            lines += [f"``{script.name}``", f"   {one_line(comment)}", ""]
         self.state_machine.insert_input(lines, "trioqueue-lua-scripts")
         return []
 

@@ -1,1 +1,1 @@
-"""Concrete backends; each implements `trioqueue.abc.Backend`."""
+"""Concrete backends; each implements the `Backend` protocol (`trioqueue._backend`)."""
