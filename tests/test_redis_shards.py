@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -250,3 +250,69 @@ async def test_a_claim_cancelled_between_two_shards_leaves_no_claim_behind(
         assert not scope.cancelled_caught
         assert len(claims) == 20
         assert (await backend.stats()).gauges.inflight == 20
+
+
+async def test_a_claim_cancelled_while_it_gives_back_another_shards_find_keeps_its_own(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock
+):
+    """Two shards' waits both find a job; giving back the second's, a cancellation comes."""
+    async with sharded(redis_server, logical(), shards=2) as backend:
+        queue = Queue(backend)
+        for n in range(20):  # both shards get some
+            await queue.enqueue(n, id=f"job-{n}")
+        scope = trio.CancelScope()
+        for shard in backend.shards:
+            real_claim, real_release = shard.claim, shard.release
+
+            async def claim(
+                max_jobs: int, *, lease: float, block: float, real: Any = real_claim
+            ) -> list[trioqueue.Claim]:
+                if block == 0:
+                    return []  # the first pass finds nothing: the claim waits on both
+                with trio.CancelScope(shield=True):  # both waits find their job
+                    return list(await real(1, lease=lease, block=0))
+
+            async def release(claims: Any, real: Any = real_release) -> int:
+                scope.cancel()  # while the other shard's find goes back
+                return int(await real(claims))
+
+            shard.claim = claim  # type: ignore[method-assign]
+            shard.release = release  # type: ignore[method-assign]
+        with scope:
+            claims = await backend.claim(20, lease=30, block=5)
+        for shard in backend.shards:
+            del shard.claim, shard.release
+        assert len(claims) == 1  # the first shard's find reached the caller
+        assert (await backend.stats()).gauges.inflight == 1  # the other's went back
+        assert await backend.ack(claims[0])
+
+
+@pytest.mark.parametrize("call", ["renew", "release", "add_many"])
+async def test_a_call_with_nothing_to_do_is_still_a_checkpoint(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock, call: str
+):
+    async with sharded(redis_server, logical(), shards=2) as backend:
+        calls = {
+            "renew": lambda: backend.renew([], lease=30),
+            "release": lambda: backend.release([]),
+            "add_many": lambda: backend.add_many([], trioqueue.AddMode.NOWAIT),
+        }
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await calls[call]()
+        assert scope.cancelled_caught
+
+
+async def test_a_sweep_adds_up_every_count_of_the_shards(redis_server: RedisServer):
+    """Due jobs included: Redis keeps due times on its own clock, so this waits for it."""
+    async with sharded(redis_server, logical(), shards=2) as backend:
+        queue = Queue(backend)
+        for n in range(4):  # due in 0.2 s of the server's clock
+            await queue.enqueue(n, id=f"later-{n}", delay=0.2)
+        due = 0
+        with trio.fail_after(10):
+            while due < 4:
+                due += (await backend.sweep()).due
+                await trio.sleep(0.05)
+        assert due == 4
+        assert (await backend.stats()).gauges.queue_depth == 4

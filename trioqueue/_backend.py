@@ -195,9 +195,10 @@ class Backend(Protocol):
     changes anything, it raises `trio.Cancelled` and has changed nothing; once
     its change is under way it finishes it (on Redis a script sent is waited
     for, at most the I/O timeout) and returns, so a call that raises
-    `trio.Cancelled` made no change. The calls that work in steps say so:
-    `add_many` (each job in turn), `sweep` and `purge_dead` (slices) may have
-    done the steps before the cancellation. A claim once made always reaches
+    `trio.Cancelled` made no change. The calls that work in steps say so in
+    their own entries, and keep the steps done before a cancellation: `add_many`
+    (each job in turn), `sweep` and `purge_dead` (slices), and on a sharded
+    queue the calls that go shard by shard. A claim once made always reaches
     the caller of `claim`; a wait it cancels takes nothing.
     """
 

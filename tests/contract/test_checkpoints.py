@@ -88,3 +88,41 @@ async def test_the_other_calls_in_a_cancelled_scope_raise_cancelled_and_change_n
 ):
     queue = await a_queue_with_a_waiting_job_and_a_dead_letter(await make_backend())
     await assert_cancelled_before_it_changed_anything(queue, call)
+
+
+WORKER_CALLS: dict[str, Callable[[trioqueue.Backend, trioqueue.Claim], Awaitable[Any]]] = {
+    "ack": lambda backend, claim: backend.ack(claim),
+    "retry_later": lambda backend, claim: backend.retry_later(claim, None, delay=5),
+    "dead_letter": lambda backend, claim: backend.dead_letter(claim, None, "test"),
+    "drop": lambda backend, claim: backend.drop(claim, "test"),
+    "cancel_claim": lambda backend, claim: backend.cancel_claim(claim),
+    "renew": lambda backend, claim: backend.renew([claim], lease=backend.default_lease),
+    "release": lambda backend, claim: backend.release([claim]),
+    "requeue": lambda backend, claim: backend.requeue(claim),  # after a retry_later
+    "renew nothing": lambda backend, claim: backend.renew([], lease=backend.default_lease),
+    "release nothing": lambda backend, claim: backend.release([]),
+    "add nothing": lambda backend, claim: backend.add_many([], trioqueue.AddMode.NOWAIT),
+}
+
+
+@pytest.mark.parametrize("call", WORKER_CALLS)
+async def test_a_worker_s_call_in_a_cancelled_scope_raises_cancelled_and_changes_nothing(
+    make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
+):
+    """A pool's calls too: cancelled before they change anything, the claim holds as it was."""
+    backend = await make_backend()
+    await Queue(backend).enqueue("work", id="work")
+    (claim,) = await backend.claim(1, lease=backend.default_lease, block=1)
+    if call == "requeue":
+        assert await backend.retry_later(claim, None, delay=0)
+    before = await backend.status("work")
+    assert before is not None
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await WORKER_CALLS[call](backend, claim)
+    assert scope.cancelled_caught, f"{call} in a cancelled scope did not raise Cancelled"
+    after = await backend.status("work")
+    assert after is not None
+    assert (after.state, after.attempts) == (before.state, before.attempts)
+    # the claim still holds: nothing gave it up
+    assert await (backend.requeue(claim) if call == "requeue" else backend.ack(claim))

@@ -135,6 +135,70 @@ async def test_a_sent_batch_finishes_even_if_its_sender_is_cancelled():
     assert await batcher.submit(8) == 80  # nothing is stuck
 
 
+async def test_a_call_in_a_cancelled_scope_raises_and_sends_nothing():
+    server = Server()
+    server.gate.set()
+    batcher = Batcher(server.flush, max_batch=8)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await batcher.submit(1)
+    assert scope.cancelled_caught
+    assert server.batches == []
+
+
+async def test_an_item_sent_in_another_callers_batch_returns_its_result_when_cancelled():
+    """Cancelled once its item is on its way, a caller waits for the result and returns it:
+    a call that raises Cancelled has sent nothing.
+
+    Who sends the second batch is up to Trio's scheduler (it reverses a batch of
+    woken tasks at random); the rule holds either way, and the case where another
+    caller sends the rider's item comes up within a few tries.
+    """
+    rounds = [await _cancel_a_rider() for _ in range(20)]
+    assert any(rounds)
+
+
+async def _cancel_a_rider() -> bool:
+    """Cancel a caller whose item is in the batch in flight; whether another sent it."""
+    batches: list[list[int]] = []
+    senders: list[trio.lowlevel.Task] = []
+    gates = [trio.Event(), trio.Event()]  # each batch is held until its gate opens
+
+    async def flush(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        senders.append(trio.lowlevel.current_task())
+        await gates[len(batches) - 1].wait()
+        return [item * 10 for item in items]
+
+    batcher = Batcher(flush, max_batch=8)
+    rider = trio.CancelScope()
+    outcome: list[object] = []
+    riders: list[trio.lowlevel.Task] = []
+
+    async def ride() -> None:
+        riders.append(trio.lowlevel.current_task())
+        with rider:
+            outcome.append(await batcher.submit(2))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(batcher.submit, 1)  # batch [1] in flight
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(batcher.submit, 3)  # 3 and 2 wait for the next batch
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(ride)
+        await trio.testing.wait_all_tasks_blocked()
+        gates[0].set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == [[1], [3, 2]]  # 2 is on its way
+        rider.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert outcome == []  # it waits for its result, shielded
+        gates[1].set()
+    assert outcome == [20]
+    assert not rider.cancelled_caught
+    return senders[1] is not riders[0]
+
+
 @pytest.mark.parametrize("max_batch", [1, 2])
 async def test_every_caller_gets_its_own_result(max_batch: int):
     server = Server()

@@ -53,10 +53,13 @@ class Batcher(Generic[ItemT, ResultT]):
     async def submit(self, item: ItemT) -> ResultT:
         """Send *item* in the next batch and return its result.
 
-        If cancelled before the item was sent, it is never sent; once sent, the
-        caller's cancellation does not unsend it: the batch runs to its end,
-        and the caller may get Cancelled although its item took effect.
+        A Trio checkpoint. Cancelled before the item was sent, it raises
+        `trio.Cancelled` and the item is never sent. Once sent (by this caller or
+        by another, in a shared batch), the item takes effect, so the call waits
+        for its result and returns it: a call that raises Cancelled sent
+        nothing, and the cancellation is met at the caller's next checkpoint.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         entry: _Entry[ItemT, ResultT] = _Entry(item)
         self._waiting.append(entry)
         try:
@@ -65,6 +68,15 @@ class Batcher(Generic[ItemT, ResultT]):
                     await self._send_batch()
                 else:
                     await self._in_flight.wait()
+        except trio.Cancelled:
+            if entry in self._waiting:
+                self._waiting.remove(entry)  # never sent
+                raise
+            with trio.CancelScope(shield=True):  # on its way: the flush bounds its time
+                while not entry.done and self._in_flight is not None:
+                    await self._in_flight.wait()
+            if not entry.done:  # pragma: no cover - a sent entry's batch is in flight
+                raise
         except BaseException:
             if entry in self._waiting:
                 self._waiting.remove(entry)  # never sent

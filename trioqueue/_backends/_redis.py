@@ -150,9 +150,10 @@ class RedisBackend:
     long a crash delays a job, not how long a handler may run.
 
     Cancellation: as the `Backend` protocol says. Each call is one Lua script,
-    atomic on the server, unless it says it goes in slices; a script sent is
-    waited for (at most the I/O timeout), so a cancellation never hides a
-    change, and one that comes first leaves everything as it was.
+    atomic on the server, unless it says it goes in slices (the outcomes of
+    calls made at the same moment share one script); a script sent is waited
+    for (at most the I/O timeout), so a cancellation never hides a change, and
+    one that comes first leaves everything as it was.
 
     Simple mode (``reliable=False``): a claim takes the job off the queue, and
     an interrupted handler is never run again (at-most-once), for handlers
@@ -942,6 +943,7 @@ class RedisBackend:
         """Extend the leases of the claims still held; those lost, and those cancelled."""
         pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
         if not pairs:
+            await trio.lowlevel.checkpoint()  # a checkpoint, as every call is
             return Renewal()
         ttl = "" if self._recovery_ttl is None else self._recovery_ttl
         lost, cancel = await self._run("renew", lease, ttl, *pairs)
@@ -1041,6 +1043,7 @@ class RedisBackend:
         """Put unfinished claims back at once; return how many were still held."""
         pairs = [part for claim in claims for part in (claim.job.id, claim.token)]
         if not pairs:
+            await trio.lowlevel.checkpoint()  # a checkpoint, as every call is
             return 0
         released = int(await self._run("release", *pairs))
         self._metrics.released += released

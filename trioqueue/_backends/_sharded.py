@@ -231,6 +231,7 @@ class ShardedBackend:
         enqueue them all again with the same ids to finish (the accepted ones are
         deduplicated).
         """
+        await trio.lowlevel.checkpoint()  # a checkpoint, even when no shard is called
         groups: dict[int, list[int]] = {}
         for index, job in enumerate(jobs):
             groups.setdefault(_shard_of(job.id, len(self._shards)), []).append(index)
@@ -472,8 +473,9 @@ class ShardedBackend:
                 raise errors[0]
             return []
         (first, taken), *others = found
-        for shard, got in others:
-            await self._shards[shard].release(got)
+        with trio.CancelScope(shield=True):  # what was taken must reach the caller
+            for shard, got in others:
+                await self._shards[shard].release(got)
         return self._wrap(first, taken)
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
@@ -482,6 +484,7 @@ class ShardedBackend:
         Cancellation: a checkpoint; a cancelled call keeps the leases it renewed on
         the shards before the cancellation.
         """
+        await trio.lowlevel.checkpoint()  # a checkpoint, even when no shard is called
         lost: set[str] = set()
         cancel: set[str] = set()
         for shard, group in self._by_shard(claims).items():
@@ -535,6 +538,7 @@ class ShardedBackend:
         keeps the claims put back before the cancellation (the others stay claimed
         until given back again or their leases run out). A pool releases shielded.
         """
+        await trio.lowlevel.checkpoint()  # a checkpoint, even when no shard is called
         return sum(
             [
                 await self._shards[shard].release(group)
@@ -553,4 +557,5 @@ class ShardedBackend:
             scheduled=sum(r.scheduled for r in reports),
             recovered=sum(r.recovered for r in reports),
             evicted=sum(r.evicted for r in reports),
+            due=sum(r.due for r in reports),
         )
