@@ -92,6 +92,19 @@ def test_serve_without_a_redis_url_never_reads_one_from_the_environment(monkeypa
     assert process.returncode == 0
 
 
+def test_in_memory_without_a_handler_it_warns_and_a_stop_with_jobs_left_exits_3():
+    """Nothing in this process runs the jobs: the service says so, and counts the loss."""
+    process, base = start()
+    try:
+        assert post(base, {"id": "e1", "payload": {}})[0] == 201
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 3, err
+    assert "no --handler: nothing in this process runs the jobs it accepts" in err
+    assert "1 accepted jobs were never run" in err
+
+
 @UNREAD_BODY
 async def test_sigterm_under_load_on_redis_loses_no_accepted_job(redis_server):
     """20 clients post while the service's pool runs slow jobs; SIGTERM comes mid-load.

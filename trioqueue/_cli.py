@@ -415,8 +415,10 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="run the HTTP ingest service (POST /jobs), with --handler its workers too",
         description="Serve the HTTP API (POST /jobs, GET /jobs/ID, /stats, /healthz, /readyz, "
         "/openapi.json) on a queue in memory, or on Redis with --redis and --queue. With "
-        "--handler, a worker pool runs the jobs in the same process. SIGTERM or SIGINT "
-        "stops accepting, finishes requests in flight, then stops the pool.",
+        "--handler, a worker pool runs the jobs in the same process (in memory it is "
+        "needed: nothing else runs them). SIGTERM or SIGINT stops accepting, finishes "
+        "requests in flight, then stops the pool; exit status 3: jobs were cut short "
+        "or, in memory, lost.",
     )
     serve.add_argument("--bind", default="127.0.0.1:8000", help="HOST:PORT to listen on")
     serve.add_argument(

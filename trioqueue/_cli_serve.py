@@ -6,7 +6,9 @@ queue. SIGTERM or SIGINT stops accepting connections and lets requests in flight
 finish; then the pool (if any) stops: on Redis with ``--grace`` for running
 handlers, every unfinished job going back on the queue; in memory it is given
 ``--grace`` seconds to finish every job accepted, and what is left is lost with
-the process (said in the log, with the count).
+the process (said in the log, with the count, and exit status 3). In memory with
+no ``--handler`` nothing runs the jobs: it says so when it starts, and counts
+them as lost when it stops.
 """
 
 from __future__ import annotations
@@ -88,6 +90,12 @@ async def run_serve(args: argparse.Namespace) -> int:
                 binds = await nursery.start(server)
                 where = "Redis" if args.redis is not None else "memory"
                 print(f"trioqueue serve: listening on {binds[0]} ({where} backend)", flush=True)
+                if pool is None and isinstance(backend, MemoryBackend):
+                    logger.warning(
+                        "memory backend and no --handler: nothing in this process runs the "
+                        "jobs it accepts, and they end with it; give --handler MODULE:HANDLER, "
+                        "or --redis and --queue with workers of their own"
+                    )
                 async for signum in signals:
                     logger.info(
                         "%s: no new connections; finishing requests in flight",
@@ -98,7 +106,10 @@ async def run_serve(args: argparse.Namespace) -> int:
                 cast("Limits", app).stop_accepting()
                 stop.set()
                 await served.wait()
-                status = 0 if pool is None else await _stop_pool(pool, backend, args)
+                if pool is not None:
+                    status = await _stop_pool(pool, backend, args)
+                else:
+                    status = await _unrun(backend)
                 nursery.cancel_scope.cancel()
     return status
 
@@ -113,6 +124,20 @@ async def _run_pool(
     async with open_worker_pool(backend, handler, workers=args.workers, retry=retry) as pool:
         task_status.started(pool)
         await pool.wait_stopped()
+
+
+async def _unrun(backend: Backend) -> int:
+    """With no pool here: 3, saying so, if a memory backend still holds jobs; else 0."""
+    if not isinstance(backend, MemoryBackend):
+        return 0  # on Redis the workers run them
+    left = await backend.pending()
+    if left:
+        logger.warning(
+            "%d accepted jobs were never run (no --handler) and are lost with the memory "
+            "backend; give --handler, or use --redis",
+            left,
+        )
+    return 3 if left else 0
 
 
 async def _stop_pool(pool: WorkerPool, backend: Backend, args: argparse.Namespace) -> int:
