@@ -225,13 +225,18 @@ async def test_settings_show_and_change_the_total_capacity(
         assert [(await shard.stored_settings()).capacity for shard in backend.shards] == [10] * 3
 
 
+async def twenty_jobs(backend: ShardedBackend) -> None:
+    """Enqueue jobs ``job-0`` to ``job-19``: every shard of two gets some."""
+    queue = Queue(backend)
+    for n in range(20):
+        await queue.enqueue(n, id=f"job-{n}")
+
+
 async def test_a_claim_cancelled_between_two_shards_leaves_no_claim_behind(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):
     async with sharded(redis_server, logical(), shards=2) as backend:
-        queue = Queue(backend)
-        for n in range(20):  # every shard gets some
-            await queue.enqueue(n, id=f"job-{n}")
+        await twenty_jobs(backend)
         first = backend.shards[backend._turn]
         claim_first = first.claim
         with trio.CancelScope() as scope:
@@ -257,9 +262,7 @@ async def test_a_claim_cancelled_while_it_gives_back_another_shards_find_keeps_i
 ):
     """Two shards' waits both find a job; giving back the second's, a cancellation comes."""
     async with sharded(redis_server, logical(), shards=2) as backend:
-        queue = Queue(backend)
-        for n in range(20):  # both shards get some
-            await queue.enqueue(n, id=f"job-{n}")
+        await twenty_jobs(backend)
         scope = trio.CancelScope()
         for shard in backend.shards:
             real_claim, real_release = shard.claim, shard.release
