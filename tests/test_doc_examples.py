@@ -149,6 +149,7 @@ def test_the_how_to_s_own_tests_pass_as_a_user_runs_them():
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
         cwd=EXAMPLES, capture_output=True, text=True, timeout=120, check=False,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     written = sum(
