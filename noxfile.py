@@ -30,8 +30,9 @@ def tests(session: nox.Session) -> None:
     # Four test processes per core (pytest-xdist; worksteal evens out the few long tests):
     # most tests wait on Redis, subprocesses and real sleeps. On 2 cores, with 2,128
     # tests (HYPOTHESIS_PROFILE=ci, a quiet machine), 8 processes took 4:07, 4 took
-    # 5:15 and 12 took 4:49 (the cores were saturated). With 2,210 tests and the
-    # default profile, the whole session took 3:28 from a fresh clone (2026-12-03).
+    # 5:15 and 12 took 4:49 (the cores were saturated). With 2,286 tests and the
+    # default profile, the README's command took 3:40 and 3:41 from a fresh clone
+    # (2026-12-03), 2:55 of it this run.
     # The tests marked `alone` (the chaos run's recovery target is a timing one) then
     # run by themselves, with nothing beside them: sharing two cores with the others
     # would make them miss their targets, which they keep as strict as `nox -s chaos`.
