@@ -92,6 +92,18 @@ def test_every_backend_call_says_what_a_cancellation_does():
     assert silent == []
 
 
+def test_the_redis_backend_s_stated_figures_are_its_constants():
+    """Its docstrings give private constants in words (autodoc cannot link them)."""
+    from trioqueue._backends import _redis
+
+    source = Path(_redis.__file__).read_text()
+    assert f"{_redis._REPLICA_WAIT:g} seconds) until this many replicas" in source
+    assert f"Fewer had it within {_redis._REPLICA_WAIT:g} seconds" in source
+    assert f"Not cancellable (at most {_redis._REPLICA_WAIT:g} seconds)" in source
+    assert f"slice of {_redis._ADD_SLICE} jobs" in source
+    assert f"for {_redis._LOOK_AGAIN:g} seconds looks at its jobs again" in source
+
+
 def test_the_error_limits_the_records_state_are_the_ones_they_keep():
     """ErrorInfo's attribute docstrings give the limits in words; they must not drift."""
     from trioqueue._records import MAX_ERROR_TEXT, MAX_TRACEBACK_TEXT

@@ -68,19 +68,17 @@ class Batcher(Generic[ItemT, ResultT]):
                     await self._send_batch()
                 else:
                     await self._in_flight.wait()
-        except trio.Cancelled:
+        except BaseException as exc:
             if entry in self._waiting:
                 self._waiting.remove(entry)  # never sent
+                raise
+            if not isinstance(exc, trio.Cancelled):
                 raise
             with trio.CancelScope(shield=True):  # on its way: the flush bounds its time
                 while not entry.done and self._in_flight is not None:
                     await self._in_flight.wait()
             if not entry.done:  # pragma: no cover - a sent entry's batch is in flight
                 raise
-        except BaseException:
-            if entry in self._waiting:
-                self._waiting.remove(entry)  # never sent
-            raise
         if entry.error is not None:
             raise entry.error
         return cast("ResultT", entry.result)
