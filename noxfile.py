@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``docs``, ``tests_coredis``, ``chaos``,
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``docs``, ``tests_clients``, ``chaos``,
 ``chaos_outage``, ``bench``, ``bench_peers`` and ``mutants`` (mutation testing).
 """
 
@@ -59,13 +59,14 @@ PLUGIN_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 @nox.session
-def tests_coredis(session: nox.Session) -> None:
-    """The Redis tests on the coredis client (the default is valkey-glide); about 3 minutes.
+@nox.parametrize("client", ["glide", "coredis"])
+def tests_clients(session: nox.Session, client: str) -> None:
+    """The Redis tests on valkey-glide or coredis (the default for one server is hiredis).
 
-    ``TRIOQUEUE_REDIS_CLIENT=coredis`` for every test that uses Redis: the contract
-    suite's Redis variants, the Redis backend's, the command line's on Redis. Not
-    the cluster's: coredis does not do clusters here (it refuses ``?cluster=yes``,
-    which ``nox -s tests`` checks).
+    ``TRIOQUEUE_REDIS_CLIENT=glide`` (or ``coredis``) for every test that uses Redis:
+    the contract suite's Redis variants, the Redis backend's, the command line's on
+    Redis; about 3 minutes each. Not the cluster's, which run on glide in ``nox -s
+    tests`` (coredis does not do clusters here).
     """
     session.install(".[redis,cli,coredis,http]")
     install_group(session, "test")
@@ -73,9 +74,9 @@ def tests_coredis(session: nox.Session) -> None:
     files = ["tests/contract", "tests/test_cli_redis.py"]
     files += sorted(str(path) for path in Path("tests").glob("test_redis_*.py"))
     session.run(
-        "pytest", "-n", processes, "--dist", "worksteal", "--alone=exclude",
+        "pytest", *PLUGINS, "-n", processes, "--dist", "worksteal", "--alone=exclude",
         "-k", "(redis or Redis) and not cluster", *files, *session.posargs,
-        env={"TRIOQUEUE_REDIS_CLIENT": "coredis"},
+        env={"TRIOQUEUE_REDIS_CLIENT": client, **PLUGIN_ENV},
     )  # fmt: skip
 
 

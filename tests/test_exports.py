@@ -63,6 +63,8 @@ EXPECTED = {
     "TrioqueueError",
     "UnknownTask",
     "WorkerPool",
+    "current_backend",
+    "current_redis",
     "dispatch",
     "open_scheduler",
     "open_worker_pool",

@@ -29,7 +29,8 @@ def queue_name() -> str:
 
 def test_the_backend_names_the_extra_when_no_redis_client_is_installed():
     code = (
-        "import sys; sys.modules['coredis'] = sys.modules['glide'] = None\n"
+        "import sys\n"
+        "sys.modules['coredis'] = sys.modules['glide'] = sys.modules['hiredis'] = None\n"
         "import trioqueue\n"
         "trioqueue.RedisBackend('redis://localhost', queue='{q}', min_idle=30)\n"
     )

@@ -1,8 +1,8 @@
 """Choosing the Redis client, and how a URL becomes a valkey-glide configuration.
 
 Each connection's behaviour is the Redis tests' subject (``nox -s tests`` runs
-them on glide, ``nox -s tests_coredis`` on coredis); these check what happens
-before any connection.
+them on hiredis, the cluster's on glide; ``nox -s tests_clients`` runs them on
+glide and on coredis); these check what happens before any connection.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from trioqueue._backends._redis_client import CLIENT_ENV, chosen_client, connect
 from trioqueue._backends._redis_connection import IO_TIMEOUT
 from trioqueue._backends._redis_coredis import CoredisConnection
 from trioqueue._backends._redis_glide import GlideConnection, glide_configuration
+from trioqueue._backends._redis_hiredis import HiredisConnection
 from trioqueue._backends._redis_keys import RedisKeys
 
 from .redis_server import RedisServer, find_server_binary
@@ -37,18 +38,47 @@ def head() -> list[str]:
     return []
 
 
-def test_glide_is_the_client_unless_the_environment_says_coredis(monkeypatch):
+def test_hiredis_serves_one_server_unless_the_environment_names_another(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+    assert isinstance(connect("redis://localhost/0", KEYS, head), HiredisConnection)
+    assert isinstance(connect("unix:///run/redis.sock", KEYS, head), HiredisConnection)
     monkeypatch.setenv(CLIENT_ENV, " Coredis ")
     assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
     monkeypatch.setenv(CLIENT_ENV, "glide")
     assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+    monkeypatch.setenv(CLIENT_ENV, "HIREDIS")
+    assert isinstance(connect("redis://localhost/0", KEYS, head), HiredisConnection)
 
 
-def test_without_glide_coredis_is_the_client(monkeypatch):
+def test_a_cluster_and_waiting_for_replicas_get_glide(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
-    monkeypatch.setitem(sys.modules, "glide", None)  # as if not installed
+    cluster = connect("redis://localhost:7000?cluster=yes", KEYS, head)
+    assert isinstance(cluster, GlideConnection)
+    waiting = connect("redis://localhost/0", KEYS, head, wait_replicas=True)
+    assert isinstance(waiting, GlideConnection)
+    backend = trioqueue.RedisBackend("redis://localhost/0", queue="{q}", wait_replicas=1)
+    assert isinstance(backend._conn, GlideConnection)
+
+
+def test_the_hiredis_client_refuses_a_cluster_and_waiting_for_replicas(monkeypatch):
+    monkeypatch.setenv(CLIENT_ENV, "hiredis")
+    with pytest.raises(trioqueue.ConfigurationError, match=r"for a Redis Cluster"):
+        trioqueue.RedisBackend("redis://localhost:7000?cluster=yes", queue="{q}")
+    with pytest.raises(trioqueue.ConfigurationError, match=r"needs the valkey-glide client"):
+        trioqueue.RedisBackend("redis://localhost/0", queue="{q}", wait_replicas=1)
+
+
+def test_without_hiredis_glide_is_the_client(monkeypatch):
+    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "hiredis", None)  # as if not installed
+    assert chosen_client() == "glide"
+    assert isinstance(connect("redis://localhost/0", KEYS, head), GlideConnection)
+
+
+def test_without_hiredis_and_glide_coredis_is_the_client(monkeypatch):
+    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "hiredis", None)
+    monkeypatch.setitem(sys.modules, "glide", None)
     assert chosen_client() == "coredis"
     assert isinstance(connect("redis://localhost/0", KEYS, head), CoredisConnection)
 
@@ -66,12 +96,12 @@ def test_a_client_named_but_not_installed_is_named_in_the_error(monkeypatch):
 
 
 def test_an_unknown_client_is_refused_with_the_choices(monkeypatch):
-    monkeypatch.setenv(CLIENT_ENV, "hiredis")
+    monkeypatch.setenv(CLIENT_ENV, "redis-py")
     with pytest.raises(trioqueue.ConfigurationError) as raised:
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
     assert str(raised.value) == (
-        "TRIOQUEUE_REDIS_CLIENT='hiredis': use glide or coredis, or unset it to use the one "
-        "installed"
+        "TRIOQUEUE_REDIS_CLIENT='redis-py': use hiredis, glide or coredis, or unset it to use "
+        "the best one installed"
     )
 
 

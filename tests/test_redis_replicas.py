@@ -54,7 +54,7 @@ def info_replication(server: RedisServer) -> bytes:
 async def test_an_enqueue_waits_for_a_replica_and_says_when_none_has_the_job(
     master_and_replica, monkeypatch
 ):
-    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "glide")  # (nox -s tests_coredis too)
+    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "glide")  # (nox -s tests_clients too)
     master, replica = master_and_replica
     async with trioqueue.RedisBackend(
         master.url, queue="{r}", min_idle=30, wait_replicas=1

@@ -22,8 +22,10 @@ from ._backends._memory import MemoryBackend as MemoryBackend
 from ._backends._queue_info import QueueInfo as QueueInfo
 from ._backends._queue_settings import QueueSettings as QueueSettings
 from ._backends._redis import RedisBackend as RedisBackend
+from ._backends._redis_current import current_redis as current_redis
 from ._backends._redis_stream import StreamSource as StreamSource
 from ._backends._sharded import ShardedBackend as ShardedBackend
+from ._current import current_backend as current_backend
 from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
@@ -120,6 +122,8 @@ __all__ = [
     "TrioqueueError",
     "UnknownTask",
     "WorkerPool",
+    "current_backend",
+    "current_redis",
     "dispatch",
     "open_scheduler",
     "open_worker_pool",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
+from ._current import running_on
 from ._exceptions import ConfigurationError, IdempotencyConflict, UnknownTask
 from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
@@ -227,6 +228,7 @@ class WorkerPool:
         # one scope per worker, not per attempt (entering a scope costs as much as a no-op
         # job): shutdown cancels it once the grace is over, which ends this worker; a
         # cancelled job (queue.cancel) cancels it too, and the worker goes on in a new one
+        running_on(self._backend)  # this task's own context: current_backend() in handlers
         while True:
             with trio.CancelScope() as scope:
                 async for claim in self._fetcher.jobs:

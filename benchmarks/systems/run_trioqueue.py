@@ -2,29 +2,35 @@
 
 Variants: ``reliable`` (the default mode: BLMOVE into a processing list, leases,
 the recovery set and fencing all on; min_idle 30 s), ``simple`` (at-most-once
-lists), both on the default client (valkey-glide), and ``reliable-coredis``
-(reliable, on the coredis client: ``TRIOQUEUE_REDIS_CLIENT=coredis``).
-Settings: ``workers`` = ``prefetch`` = the concurrency, claims and acks batched
-(the defaults), a capacity large enough for every job.
+lists), both on the default client (hiredis on Trio's sockets), and
+``reliable-glide`` and ``reliable-coredis`` (reliable, on the other clients:
+``TRIOQUEUE_REDIS_CLIENT``). Settings: ``workers`` = ``prefetch`` = the
+concurrency, claims and acks batched (the defaults), a capacity large enough for
+every job. With ``--handler-io redis`` the handler makes its ``SET`` as a user's
+handler should: on the pool's own connection, ``trioqueue.current_redis()``.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+from typing import TYPE_CHECKING, Any
 
 import trio
 from _adapter import Args, Recorder, main
-from _round_trip import recorded, trio_round_trip
+from _round_trip import recorded
 
 import trioqueue
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CAPACITY = 1_000_000  # the benchmark measures speed, not backpressure
 
 
 def backend(args: Args) -> trioqueue.RedisBackend:
-    if args.variant == "reliable-coredis":
-        os.environ["TRIOQUEUE_REDIS_CLIENT"] = "coredis"
+    if args.variant.startswith("reliable-"):
+        os.environ["TRIOQUEUE_REDIS_CLIENT"] = args.variant.removeprefix("reliable-")
     if args.variant == "simple":
         return trioqueue.RedisBackend(
             args.url, queue="{" + args.queue + "}", capacity=CAPACITY, reliable=False
@@ -51,9 +57,14 @@ def enqueue(args: Args) -> None:
     trio.run(run)
 
 
+async def pool_round_trip(payload: Mapping[str, Any]) -> None:
+    """The handler's ``SET``, on the connection its pool holds."""
+    await trioqueue.current_redis().command("SET", f"io:{payload['i']}", payload["i"])
+
+
 def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
-        on_job = recorded(recorder, await trio_round_trip(args))
+        on_job = recorded(recorder, None if args.handler_io == "none" else pool_round_trip)
 
         async def handler(job: trioqueue.Job) -> None:
             await on_job(job.payload)
@@ -71,4 +82,4 @@ def work(args: Args, recorder: Recorder) -> None:
 
 
 if __name__ == "__main__":
-    main(enqueue, work, variants=("reliable", "simple", "reliable-coredis"))
+    main(enqueue, work, variants=("reliable", "simple", "reliable-glide", "reliable-coredis"))

@@ -344,7 +344,7 @@ class RedisBackend:
                 "replicas, at most as many as each master has, or 0 not to wait"
             )
         self._wait_replicas = wait_replicas
-        self._conn = connect(url, self._keys, self._head)
+        self._conn = connect(url, self._keys, self._head, wait_replicas=bool(wait_replicas))
         if self._wait_replicas and not self._conn.can_wait_replicas:
             raise ConfigurationError(WAIT_NEEDS_GLIDE)
         self._metrics = Metrics(self._cached_gauges)
@@ -586,6 +586,29 @@ class RedisBackend:
             self._metrics.conflicts += 1
             return IdempotencyConflict(job.id, text(detail), job.payload_hash)
         return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
+
+    async def command(self, *args: str | bytes | float) -> Any:
+        """Send one Redis command on this backend's connections and return its reply.
+
+        For handlers that talk to the same Redis as their queue: reach it with
+        ``await trioqueue.current_redis().command("SET", key, value)`` and the
+        command shares the pool's connections, with no client of its own to open.
+        On the default client (hiredis, one server) the reply is as RESP2 gives it:
+        ``bytes``, ``int``, ``None``, or a list of them (``HGETALL`` a flat list of
+        names and values); on valkey-glide (a cluster), as glide gives it. Not for
+        blocking commands (``BLPOP``, ...): each holds a connection while it waits.
+
+        Cancellation: if cancelled, the command may or may not have run (its
+        connection is closed, never reused mid-reply).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached, or gave no reply within
+                10 seconds (then the command may or may not have run).
+            BackendRefused: Redis refused the command; the message is the server's.
+        """
+        if not args:
+            raise TypeError("RedisBackend.command() takes the command and its arguments")
+        return await self._conn.command(*args)
 
     async def status(self, job_id: str) -> JobRecord | None:
         """The record of *job_id*, or None if unknown or evicted."""

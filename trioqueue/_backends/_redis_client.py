@@ -1,11 +1,12 @@
 """Which Redis client a backend's connection uses, and what it must offer.
 
-valkey-glide when it is installed (the ``redis`` extra installs it wherever it
-has a build); coredis when glide is not, or when the environment says
-``TRIOQUEUE_REDIS_CLIENT=coredis``. On glide's Rust core a pool moves about
-1.4x the no-op jobs per second it moves on coredis, and more when handlers make
-Redis calls of their own (docs/benchmarks.md). Both connections keep the same
-meaning of errors (see `ConnectionBase`) and pass the same crash and outage tests.
+For one server, hiredis: Trio's own sockets with the hiredis parser, a round
+trip a third of what glide's or coredis's costs on Trio (docs/benchmarks.md).
+For a Redis Cluster (``?cluster=yes``) and for ``wait_replicas``, valkey-glide
+(the ``redis`` extra installs both wherever glide has a build); coredis where
+neither is installed. ``TRIOQUEUE_REDIS_CLIENT`` names one instead. Every
+connection keeps the same meaning of errors (see `ConnectionBase`) and passes
+the same crash and outage tests.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._exceptions import ConfigurationError
+from ._redis_url import check_url, wants_cluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -24,9 +26,11 @@ if TYPE_CHECKING:
 __all__ = ["CLIENT_ENV", "Connection", "chosen_client", "connect"]
 
 CLIENT_ENV: Final = "TRIOQUEUE_REDIS_CLIENT"
-"""Names the Redis client: ``glide`` (valkey-glide) or ``coredis``; unset, the one installed."""
+"""Names the Redis client: ``hiredis``, ``glide`` (valkey-glide) or ``coredis``; unset,
+the best one installed for the URL."""
 
-_CLIENTS: Final = {"glide": "valkey-glide", "coredis": "coredis"}  # name: its distribution
+_CLIENTS: Final = {"hiredis": "hiredis", "glide": "valkey-glide", "coredis": "coredis"}
+"""Each client's name and the distribution it needs."""
 _INSTALL: Final = "pip install 'trioqueue[redis]' (in a checkout: pip install '.[redis]')"
 
 
@@ -72,11 +76,20 @@ class Connection(Protocol):
     async def run(self, name: str, *args: str | bytes | float) -> Any:
         """Run script *name* with the shared head and *args*."""
 
+    async def command(self, *args: str | bytes | float) -> Any:
+        """One command of the user's (`RedisBackend.command`): its reply."""
 
-def chosen_client() -> str:
-    """The client new connections use: ``glide`` or ``coredis``.
 
-    `CLIENT_ENV` when it names one; else glide if it is installed, else coredis.
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def chosen_client(*, cluster: bool = False, wait_replicas: bool = False) -> str:
+    """The client a new connection uses: ``hiredis``, ``glide`` or ``coredis``.
+
+    `CLIENT_ENV` when it names one. Else, for one server, hiredis if it is
+    installed; for a cluster or *wait_replicas* (or without hiredis), glide if it
+    is installed; else coredis.
 
     Raises:
         ConfigurationError: `CLIENT_ENV` names another client.
@@ -86,22 +99,34 @@ def chosen_client() -> str:
         return name
     if name:
         raise ConfigurationError(
-            f"{CLIENT_ENV}={name!r}: use glide or coredis, or unset it to use the one installed"
+            f"{CLIENT_ENV}={name!r}: use hiredis, glide or coredis, or unset it to use the "
+            "best one installed"
         )
-    return "glide" if importlib.util.find_spec("glide") is not None else "coredis"
+    if not (cluster or wait_replicas) and _installed("hiredis"):
+        return "hiredis"
+    return "glide" if _installed("glide") else "coredis"
 
 
 def connect(
-    url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
+    url: str,
+    keys: RedisKeys,
+    head: Callable[[], Sequence[str | bytes | float]],
+    *,
+    wait_replicas: bool = False,
 ) -> Connection:
     """The connection for *url*, on the `chosen_client`.
 
     Raises:
-        ConfigurationError: `CLIENT_ENV` names another client.
+        ConfigurationError: The URL is not valid, or `CLIENT_ENV` names another client.
         ImportError: The client is not installed (the message says what to install).
     """
-    name = chosen_client()
+    check_url(url)
+    name = chosen_client(cluster=wants_cluster(url), wait_replicas=wait_replicas)
     try:  # each client is imported only when chosen
+        if name == "hiredis":
+            from ._redis_hiredis import HiredisConnection
+
+            return HiredisConnection(url, keys, head)
         if name == "glide":
             from ._redis_glide import GlideConnection
 

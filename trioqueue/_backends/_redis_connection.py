@@ -40,12 +40,15 @@ if TYPE_CHECKING:
     from ._redis_keys import RedisKeys
 
 __all__ = [
+    "CREDENTIAL_WORDS",
     "IO_TIMEOUT",
+    "TRANSIENT_REPLIES",
     "ConnectionBase",
     "decode_record",
     "is_redirect",
     "log_unblock_refused",
     "text",
+    "user_refusal",
 ]
 
 logger = logging.getLogger("trioqueue.redis")
@@ -54,6 +57,18 @@ ClientT = TypeVar("ClientT")
 
 IO_TIMEOUT: Final = 10.0
 """Longest wait, in seconds, for one reply from Redis."""
+
+CREDENTIAL_WORDS: Final = (
+    "WRONGPASS",
+    "NOAUTH",
+    "invalid password",
+    "invalid username",
+    "unauthenticated",  # Redis 7 refuses a long command from a client yet to authenticate
+)
+"""Words of an error that means the server refused the URL's credentials."""
+
+TRANSIENT_REPLIES: Final = ("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+"""Error replies that mean "not now" rather than "no": an outage, waited out."""
 
 
 def text(value: bytes | str | None, errors: str = "strict") -> str:
@@ -128,6 +143,12 @@ def log_unblock_refused(exc: Exception) -> None:
     )
 
 
+def user_refusal(where: str, command: Sequence[object], message: str) -> BackendRefused:
+    """The error for a user's command (`RedisBackend.command`) that the server refused."""
+    name = command[0].decode() if isinstance(command[0], bytes) else str(command[0])
+    return BackendRefused(where, f"Redis at {where} refused {name.upper()}: {message}")
+
+
 _REDIRECT: Final = re.compile(r"\b(?:MOVED|ASK):? \d+ ", re.IGNORECASE)  # glide: "Moved: 12495 h:p"
 _OOM: Final = re.compile(r"(?:^|\W)OOM\b")
 
@@ -141,8 +162,9 @@ _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  
 
 
 WAIT_NEEDS_GLIDE: Final = (
-    "RedisBackend(wait_replicas=...) needs the valkey-glide client (the default): the "
-    "coredis one may send WAIT on another connection than the writes it must count"
+    "RedisBackend(wait_replicas=...) needs the valkey-glide client (chosen for it unless "
+    "TRIOQUEUE_REDIS_CLIENT says otherwise): the coredis and hiredis ones may send WAIT on "
+    "another connection than the writes it must count"
 )
 
 

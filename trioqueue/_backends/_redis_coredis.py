@@ -23,6 +23,7 @@ from ._redis_connection import (
     WAIT_NEEDS_GLIDE,
     ConnectionBase,
     log_unblock_refused,
+    user_refusal,
 )
 from ._redis_scripts import load_sources
 from ._redis_url import (
@@ -86,6 +87,26 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         stack, self._exit, self._client = self._exit, None, None
         if stack is not None:
             await stack.aclose()
+
+    async def command(self, *args: str | bytes | float) -> Any:
+        """One command of the user's: its reply as coredis's connection gives it.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached, or did not reply in time.
+            BackendRefused: The server refused the command (its message).
+        """
+        try:
+            with self.reachable(), trio.fail_after(IO_TIMEOUT):
+                async with self.client.connection_pool.acquire() as connection:
+                    reply = await connection.create_request(*args, raise_exceptions=False)
+        except trio.TooSlowError:
+            raise BackendUnavailable(self.where, f"no reply within {IO_TIMEOUT:g} s") from None
+        if isinstance(reply, coredis.exceptions.ResponseError):
+            raise user_refusal(self.where, args, scrubbed(str(reply), self._url)) from reply
+        if isinstance(reply, Exception):
+            with self.reachable():
+                raise reply
+        return reply
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none.

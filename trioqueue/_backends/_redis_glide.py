@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import IO_TIMEOUT, ConnectionBase, is_redirect, log_unblock_refused
+from ._redis_connection import (
+    CREDENTIAL_WORDS,
+    IO_TIMEOUT,
+    TRANSIENT_REPLIES,
+    ConnectionBase,
+    is_redirect,
+    log_unblock_refused,
+    user_refusal,
+)
 from ._redis_probe import probe, url_parts
 from ._redis_scripts import load_sources
 from ._redis_url import CredentialsRefused, scrubbed, wants_cluster
@@ -54,7 +62,6 @@ _CONNECT_TIMEOUT_MS: Final = 2_000
 _RECONNECT: Final = glide.BackoffStrategy(num_of_retries=3, factor=50, exponent_base=2)
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
-_CREDENTIALS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username")
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
 # when it cannot connect, and a restarted server refuses commands while it loads
 _TRANSIENT: Final = (
@@ -63,10 +70,7 @@ _TRANSIENT: Final = (
     "Connection refused",
     "Broken pipe",
     "Connection reset",
-    "LOADING",
-    "MASTERDOWN",
-    "TRYAGAIN",
-    "CLUSTERDOWN",
+    *TRANSIENT_REPLIES,
 )
 
 Client = glide.GlideClient | glide.GlideClusterClient
@@ -224,12 +228,12 @@ class GlideConnection(ConnectionBase[Client]):
             raise
         except (glide.ConnectionError, glide.TimeoutError, glide.ClosingError, OSError) as exc:
             detail = scrubbed(str(exc) or type(exc).__name__, self._url)
-            if any(word in detail for word in _CREDENTIALS):
+            if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
             raise BackendUnavailable(self.where, detail) from exc
         except glide.RequestError as exc:
             detail = scrubbed(str(exc), self._url)
-            if any(word in detail for word in _CREDENTIALS):
+            if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
             if any(word in detail for word in _TRANSIENT):
                 raise BackendUnavailable(self.where, detail) from exc
@@ -272,12 +276,30 @@ class GlideConnection(ConnectionBase[Client]):
         detail = self._probed[1]
         if detail is None:
             return None
-        if any(word in detail for word in _CREDENTIALS):
+        if any(word in detail for word in CREDENTIAL_WORDS):
             return CredentialsRefused(self.where, detail)
         return BackendUnavailable(self.where, detail)
 
     async def _is_down(self) -> bool:
         return await self._probe(fresh=True) is not None
+
+    async def command(self, *args: str | bytes | float) -> Any:
+        """One command of the user's: its reply as glide gives it (RESP3 types).
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached, or did not reply in time.
+            BackendRefused: The server refused the command (its message).
+        """
+        words = [a if isinstance(a, str | bytes) else repr(a) for a in args]
+        async with self._explained():
+            try:
+                return await self._watch.call(lambda: self.client.custom_command(words))
+            except glide.RequestError as exc:
+                if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
+                    raise
+                if any(word in str(exc) for word in (*CREDENTIAL_WORDS, *_TRANSIENT)):
+                    raise
+                raise user_refusal(self.where, args, scrubbed(str(exc), self._url)) from exc
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none."""
@@ -476,7 +498,7 @@ class GlideConnection(ConnectionBase[Client]):
                 except glide.RequestError as exc:
                     if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
                         raise  # reachable() says what it means
-                    if any(word in str(exc) for word in (*_CREDENTIALS, *_TRANSIENT)):
+                    if any(word in str(exc) for word in (*CREDENTIAL_WORDS, *_TRANSIENT)):
                         raise
                     raise await self._refusal(f"the {name} script", exc) from exc
             raise BackendUnavailable(

@@ -18,7 +18,7 @@ import attrs
 
 from ._redis_url import failure_detail, scrubbed
 
-__all__ = ["UrlParts", "probe", "url_parts"]
+__all__ = ["UrlParts", "probe", "tls_context", "url_parts"]
 
 _PROBE_TIMEOUT: Final = 2.0
 
@@ -76,10 +76,13 @@ def url_parts(url: str) -> UrlParts:
     )
 
 
-def _tls_context(url: UrlParts) -> ssl.SSLContext:
+def tls_context(url: UrlParts) -> ssl.SSLContext:
+    """The TLS context a ``rediss://`` URL asks for: its CA, client certificate, checks."""
     context = ssl.create_default_context(cafile=url.options.get("ssl_ca_certs"))
     if url.insecure:
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    elif url.options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
+        context.check_hostname = False
     certfile = url.options.get("ssl_certfile")
     if certfile:
         context.load_cert_chain(certfile, url.options.get("ssl_keyfile"))
@@ -107,7 +110,7 @@ def probe(url: str, timeout: float = _PROBE_TIMEOUT) -> str | None:
             sock = socket.create_connection((parts.host, parts.port), timeout=timeout)
         with sock:
             if parts.scheme == "rediss":
-                with _tls_context(parts).wrap_socket(sock, server_hostname=parts.host) as tls:
+                with tls_context(parts).wrap_socket(sock, server_hostname=parts.host) as tls:
                     return _authenticate(tls, parts, url)
             return _authenticate(sock, parts, url)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
