@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
 ON_MEMORY = ["first_queue", "retries", "shutdown", "ingest_service", "worker_shutdown"]
-ON_REDIS = ["redis_queue", "image_service"]
+ON_REDIS = ["redis_queue", "image_service", "shared_redis"]
 ON_CLUSTER = ["cluster"]
 HANDLERS = ["images", "mail"]  # what a worker imports; run by the tests beside them
 EXAMPLE_TESTS = ["test_mail"]
@@ -163,6 +163,12 @@ def test_seed_001_s_image_service_runs_as_written(redis_server: RedisServer, cap
     monkeypatch.setenv("TRIOQUEUE_REDIS_URL", redis_server.url)
     trio.run(load("image_service").main)
     assert capsys.readouterr().out == shown_output("image_service")
+
+
+def test_a_handlers_own_redis_calls_run_as_written(redis_server: RedisServer, capsys, monkeypatch):
+    monkeypatch.setenv("TRIOQUEUE_REDIS_URL", redis_server.url)
+    trio.run(load("shared_redis").main)
+    assert capsys.readouterr().out == shown_output("shared_redis")
 
 
 def test_the_redis_tutorial_runs_as_written(redis_server: RedisServer, capsys, monkeypatch):

@@ -38,8 +38,9 @@ def enqueue(args: Args) -> None:
                 delay = args.delay(i)
                 if delay:
                     await asyncio.sleep(delay)
-                # saq's scheduled: when the job is due, in seconds since the epoch (0: now)
-                scheduled = 0.0 if args.defer is None else args.due(i)
+                # saq's scheduled: when the job is due, in seconds since the epoch; 0 (an
+                # int: its script compares the text with '0') is now, 0.0 would never run
+                scheduled = 0 if args.defer is None else args.due(i)
                 job = Job(function=FUNCTION, kwargs=args.payload(i), ttl=-1, scheduled=scheduled)
                 await queue.enqueue(job)
         finally:
