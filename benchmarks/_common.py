@@ -167,6 +167,7 @@ def throughput_round(
         "enqueue_per_s": jobs / enqueue_seconds,
         "duplicates": result["duplicates"],
         "missing": result["missing"],
+        "peak_rss_mib": result.get("peak_rss_mib"),
     }
 
 

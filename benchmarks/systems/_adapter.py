@@ -85,6 +85,16 @@ class Args(argparse.Namespace):
         return max(0.0, self._t0 + i / self.rate - time.monotonic())
 
 
+def peak_rss_mib() -> float | None:
+    """This process's peak resident set size so far (Linux's VmHWM), in MiB; None elsewhere."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) / 1024
+
+
 class Recorder:
     """Counts every execution of every job, and the latency of paced ones; thread-safe."""
 
@@ -125,6 +135,7 @@ class Recorder:
         """Print the result as one JSON line and end the process at once."""
         with self._lock:
             result = {
+                "peak_rss_mib": peak_rss_mib(),
                 "started": self.started,
                 "last": self.last,
                 "runs": sum(self.counts),
