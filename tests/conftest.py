@@ -6,6 +6,7 @@ import functools
 import inspect
 import math
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,6 +21,13 @@ import trioqueue
 
 from .redis_cluster import RedisCluster, started_cluster
 from .redis_server import RedisServer, find_server_binary
+
+# A run started in the background (`nox -s tests &`, a CI script, nohup) may inherit
+# SIGINT ignored, and so would every process the tests start: the tests that
+# interrupt one would wait in vain. A handler is reset to the default by exec (an
+# ignored signal is not), so catching it here gives those processes their Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile("default", deadline=None, max_examples=100)
 settings.register_profile("ci", deadline=None, max_examples=200, print_blob=True)

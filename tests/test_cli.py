@@ -279,3 +279,22 @@ def test_metrics_without_the_cli_extra_is_refused_with_the_fix_before_starting()
     assert result.returncode == 2
     assert "pip install 'trioqueue[cli]'" in result.stderr
     assert "worker on" not in result.stderr  # refused, not started
+
+
+@pytest.mark.parametrize(
+    ("bind", "message"),
+    [
+        ("0.0.0.0:99999", "the port must be a number from 1 to 65535"),
+        ("127.0.0.1:0", "the port must be a number from 1 to 65535"),
+        ("localhost", "is not HOST:PORT"),
+        (":8000", "is not HOST:PORT"),
+        ("::1:8000", "put an IPv6 address in brackets, e.g. [::1]:8000"),
+    ],
+)
+def test_serve_with_a_bad_bind_is_a_one_line_error(bind, message):
+    result = run("serve", "--bind", bind)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith("trioqueue serve: error: argument --bind")
+    assert message in line
+    assert "Traceback" not in result.stderr

@@ -51,6 +51,19 @@ async def test_a_new_job_is_201_with_its_location_and_its_record(backend):
         )
 
 
+async def test_mounted_under_a_path_the_location_is_under_it_too():
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    backend = trioqueue.MemoryBackend(2)
+    outer = Starlette(routes=[Mount("/queue", app=create_app(backend))])
+    async with served(outer) as http:
+        made = await http.post("/queue/jobs", json={"id": "e1", "payload": 1})
+        assert made.status_code == 201
+        assert made.headers["location"] == "/queue/jobs/e1"
+        assert (await http.get(made.headers["location"])).json()["id"] == "e1"
+
+
 async def test_the_same_event_again_is_200_with_the_existing_record(backend):
     async with served(create_app(backend)) as http:
         await http.post("/jobs", json={"id": "e1", "payload": {"b": 2, "a": 1}})

@@ -28,6 +28,7 @@ from ._cli_args import (
     add_redis_options,
     add_redis_url_options,
     add_shards_option,
+    bind_address,
     non_negative,
     non_negative_int,
     port,
@@ -420,7 +421,12 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
         "requests in flight, then stops the pool; exit status 3: jobs were cut short "
         "or, in memory, lost.",
     )
-    serve.add_argument("--bind", default="127.0.0.1:8000", help="HOST:PORT to listen on")
+    serve.add_argument(
+        "--bind",
+        type=bind_address,
+        default="127.0.0.1:8000",
+        help="HOST:PORT to listen on ([IPv6]:PORT for IPv6; default 127.0.0.1:8000)",
+    )
     serve.add_argument(
         "--handler", metavar="MODULE:HANDLER", help="also run a worker pool on this handler"
     )

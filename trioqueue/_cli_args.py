@@ -103,6 +103,23 @@ def positive_int(text: str) -> int:
     return _whole_number(text, 1)
 
 
+def bind_address(text: str) -> str:
+    """``HOST:PORT`` (``[IPv6]:PORT`` for an IPv6 address), the port 1 to 65535."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not HOST:PORT; e.g. 127.0.0.1:8000, or [::1]:8000 for IPv6"
+        )
+    bare = host.removeprefix("[").removesuffix("]")
+    if ":" in bare and not (host.startswith("[") and host.endswith("]")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: put an IPv6 address in brackets, e.g. [{bare}]:{port}"
+        )
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: the port must be a number from 1 to 65535")
+    return text
+
+
 def rate(text: str) -> float:
     """A probability, 0 to 1."""
     try:

@@ -210,7 +210,9 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
         record = await queue.status(receipt.id)
         found = record_json(record) if record is not None else receipt_json(receipt)
         return JSONResponse({**found, "deduplicated": True}, 200)
-    location = {"Location": "/jobs/" + quote(receipt.id, safe="")}  # headers are Latin-1
+    # under the path the app is mounted at, if any; headers are Latin-1
+    where = request.scope.get("root_path", "") + "/jobs/" + quote(receipt.id, safe="")
+    location = {"Location": where}
     return JSONResponse(receipt_json(receipt), 201 if receipt.queued else 202, headers=location)
 
 
