@@ -237,3 +237,29 @@ def test_a_redirect_that_reaches_a_blocking_wait_on_a_cluster_is_an_outage(url, 
     with pytest.raises(becomes or glide.RequestError) as raised, connection.reachable():
         raise moved
     assert (raised.value is moved) == (becomes is None)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "TryAgain: Multiple keys request during rehashing of slot",
+        "An error was signalled by the server - TRYAGAIN",
+        "Moved: 12495 127.0.0.1:7001",
+        "ASK 12495 127.0.0.1:7002",
+        "ClusterDown: The cluster is down",
+    ],
+)
+async def test_on_a_cluster_a_redirect_or_try_again_is_an_outage_not_a_hand_changed_key(message):
+    import glide
+
+    connection = GlideConnection("redis://127.0.0.1:7000?cluster=yes", KEYS, head)
+    refusal = await connection._refusal("the claim script", glide.RequestError(message))
+    assert type(refusal) is trioqueue.BackendUnavailable  # waited out, and not "by hand"
+    assert "changed by hand" not in str(refusal)
+
+
+async def test_on_one_server_a_redirect_still_says_to_add_cluster_yes():
+    connection = HiredisConnection("redis://127.0.0.1:7000", KEYS, head)
+    refusal = await connection._refusal("the claim script", Exception("MOVED 12495 h:7001"))
+    assert isinstance(refusal, trioqueue.ConfigurationError)
+    assert "add ?cluster=yes to the URL" in str(refusal)

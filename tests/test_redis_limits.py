@@ -104,6 +104,20 @@ async def test_a_key_changed_by_hand_is_named_and_nothing_is_half_written(
         assert await raw.llen(backend.keys.ready) == 1
 
 
+async def test_a_job_record_changed_by_hand_into_another_kind_is_a_refusal_naming_it(
+    redis_server: RedisServer,
+):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        await Queue(backend).enqueue("p", id="j")
+        await raw.delete([backend.keys.job_prefix + "j"])
+        await raw.set(backend.keys.job_prefix + "j", "x")
+        with pytest.raises(BackendRefused, match=r"refused HGETALL: .*the wrong kind of value"):
+            await backend.status("j")
+
+
 async def test_a_pool_whose_outcomes_are_refused_retries_them_and_does_not_crash(
     redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ):

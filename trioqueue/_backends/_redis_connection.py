@@ -22,6 +22,7 @@ import trio
 from .._exceptions import (
     BackendOutOfMemory,
     BackendRefused,
+    BackendUnavailable,
     ConfigurationError,
     TrioqueueError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "decode_record",
     "is_redirect",
     "log_unblock_refused",
+    "says_any",
     "text",
     "user_refusal",
 ]
@@ -143,6 +145,12 @@ def log_unblock_refused(exc: Exception) -> None:
     )
 
 
+def says_any(message: str, words: Sequence[str]) -> bool:
+    """Whether *message* holds one of *words*, in any case (clients reword the server's)."""
+    folded = message.casefold()
+    return any(word.casefold() in folded for word in words)
+
+
 def user_refusal(where: str, command: Sequence[object], message: str) -> BackendRefused:
     """The error for a user's command (`RedisBackend.command`) that the server refused."""
     name = command[0].decode() if isinstance(command[0], bytes) else str(command[0])
@@ -210,7 +218,7 @@ class ConnectionBase(Generic[ClientT]):
         """The server's ``maxmemory`` in bytes (0: no limit)."""
         raise NotImplementedError
 
-    async def _refusal(self, name: str, exc: Exception) -> BackendRefused | ConfigurationError:
+    async def _refusal(self, name: str, exc: Exception) -> BackendUnavailable | ConfigurationError:
         """What an error reply to *name* (a script, a command) means, as the error to raise.
 
         From a Redis Cluster, ``CROSSSLOT`` means a queue whose keys span slots, and
@@ -229,6 +237,12 @@ class ConnectionBase(Generic[ClientT]):
             return ConfigurationError(
                 f"Redis at {self.where} is a Redis Cluster node, and queue "
                 f"{self._keys.ready!r} lives on another node: add ?cluster=yes to the URL"
+            )
+        moving = redirected or says_any(message, TRANSIENT_REPLIES)
+        if moving and not _KEY_REFUSAL.search(message):
+            # a failover or a slot move under way: an outage the pool waits out, not a refusal
+            return BackendUnavailable(
+                self.where, f"{name} was answered {message!r}: the queue's slot is moving"
             )
         if _OOM.search(message):  # refused before it ran (see _redis_scripts.FLAGS)
             limit = "unknown"

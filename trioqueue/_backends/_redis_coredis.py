@@ -35,7 +35,7 @@ from ._redis_url import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
     from ._redis_keys import RedisKeys
 
@@ -113,26 +113,36 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
 
         Raises:
             BackendUnavailable: Redis cannot be reached.
+            BackendRefused: The server refused it (the key changed by hand).
         """
-        with self.reachable():
+        async with self._refused("HGETALL"):
             return await self.client.hgetall(key)
 
     async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
         """The fields of many hashes, in one round trip (a pipeline)."""
-        with self.reachable():
+        async with self._refused("HGETALL"):
             async with self.client.pipeline(transaction=False) as pipe:
                 reads = [pipe.hgetall(key) for key in keys]
             return [await read for read in reads]
 
     async def list_items(self, key: str) -> list[bytes]:
         """``LRANGE key 0 -1``: every element of a list, head first."""
-        with self.reachable():
+        async with self._refused("LRANGE"):
             return list(await self.client.lrange(key, 0, -1))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""
-        with self.reachable():
+        async with self._refused("EXISTS"):
             return await self.client.exists(list(keys))
+
+    @contextlib.asynccontextmanager
+    async def _refused(self, name: str) -> AsyncIterator[None]:
+        """`reachable`, and an error reply to command *name* as `BackendRefused`."""
+        try:
+            with self.reachable():
+                yield
+        except coredis.exceptions.ResponseError as exc:
+            raise await self._refusal(name, exc) from exc
 
     async def wait_replicas(self, count: int, server_wait: float) -> int:
         """Not on coredis: its pool may send ``WAIT`` on another connection than the writes.

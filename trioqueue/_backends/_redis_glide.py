@@ -36,6 +36,7 @@ from ._redis_connection import (
     ConnectionBase,
     is_redirect,
     log_unblock_refused,
+    says_any,
     user_refusal,
 )
 from ._redis_probe import probe, url_parts
@@ -235,7 +236,7 @@ class GlideConnection(ConnectionBase[Client]):
             detail = scrubbed(str(exc), self._url)
             if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
-            if any(word in detail for word in _TRANSIENT):
+            if says_any(detail, _TRANSIENT):
                 raise BackendUnavailable(self.where, detail) from exc
             if is_redirect(detail) and wants_cluster(self._url):
                 # a blocking wait sent just before a failover or a slot move: the
@@ -244,8 +245,11 @@ class GlideConnection(ConnectionBase[Client]):
             raise
 
     @contextlib.asynccontextmanager
-    async def _explained(self) -> AsyncIterator[None]:
+    async def _explained(self, refusal: str | None = None) -> AsyncIterator[None]:
         """`reachable`, and when Redis seems unreachable, the reason a probe finds.
+
+        With *refusal* (the command's name), an error reply of the server becomes
+        `BackendRefused` (see `ConnectionBase._refusal`).
 
         glide says only "timed out" when a TLS handshake fails or a password was
         changed: the probe (`probe`, in a worker thread, at most once per
@@ -262,6 +266,10 @@ class GlideConnection(ConnectionBase[Client]):
             if better is None or str(better) == str(exc):  # the watch's finding already
                 raise
             raise better from exc
+        except glide.RequestError as exc:
+            if refusal is None:
+                raise
+            raise await self._refusal(refusal, exc) from exc
 
     async def _probe(self, *, fresh: bool = False) -> BackendUnavailable | None:
         """What a probe finds wrong (None: nothing); its finding stands `_PROBE_EVERY` seconds."""
@@ -297,13 +305,13 @@ class GlideConnection(ConnectionBase[Client]):
             except glide.RequestError as exc:
                 if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
                     raise
-                if any(word in str(exc) for word in (*CREDENTIAL_WORDS, *_TRANSIENT)):
+                if says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT)):
                     raise
                 raise user_refusal(self.where, args, scrubbed(str(exc), self._url)) from exc
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none."""
-        async with self._explained():
+        async with self._explained("HGETALL"):
             return await self.client.hgetall(key)
 
     async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
@@ -311,7 +319,7 @@ class GlideConnection(ConnectionBase[Client]):
         if not keys:
             return []
         client = self.client
-        async with self._explained():
+        async with self._explained("HGETALL"):
             cluster = isinstance(client, glide.GlideClusterClient)  # the keys share one slot
             batch = (glide.ClusterBatch if cluster else glide.Batch)(is_atomic=False)
             for key in keys:
@@ -321,12 +329,12 @@ class GlideConnection(ConnectionBase[Client]):
 
     async def list_items(self, key: str) -> list[bytes]:
         """``LRANGE key 0 -1``: every element of a list, head first."""
-        async with self._explained():
+        async with self._explained("LRANGE"):
             return list(await self.client.lrange(key, 0, -1))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""
-        async with self._explained():
+        async with self._explained("EXISTS"):
             return await self.client.exists(list(keys))
 
     async def wait_replicas(self, count: int, server_wait: float) -> int:
@@ -498,7 +506,7 @@ class GlideConnection(ConnectionBase[Client]):
                 except glide.RequestError as exc:
                     if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
                         raise  # reachable() says what it means
-                    if any(word in str(exc) for word in (*CREDENTIAL_WORDS, *_TRANSIENT)):
+                    if says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT)):
                         raise
                     raise await self._refusal(f"the {name} script", exc) from exc
             raise BackendUnavailable(

@@ -126,20 +126,31 @@ class HiredisConnection(ConnectionBase[RespPool]):
             return BackendUnavailable(self.where, detail)
         return None
 
-    async def _command(self, *args: Arg) -> Any:
-        """One plain command's reply, within the I/O timeout.
+    async def _reply(self, *args: Arg) -> Any:
+        """One plain command's reply within the I/O timeout; an error reply as a value.
 
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
-            ReplyError: The server refused the command.
         """
         with self.reachable():
             with trio.move_on_after(IO_TIMEOUT):
                 reply = await self.client.execute(*args)
-                if isinstance(reply, ReplyError):
-                    raise reply
+                if isinstance(reply, ReplyError) and (meaning := self._meaning(reply)):
+                    raise meaning from reply
                 return reply
             raise ConnectionLost(f"no reply to {_name(args[0])} within {IO_TIMEOUT:g} s")
+
+    async def _command(self, *args: Arg) -> Any:
+        """One of the backend's own commands: its reply.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached, or did not reply in time.
+            BackendRefused: The server refused it (a key of the queue changed by hand).
+        """
+        reply = await self._reply(*args)
+        if isinstance(reply, ReplyError):
+            raise await self._refusal(_name(args[0]), reply) from reply
+        return reply
 
     async def command(self, *args: Arg) -> Any:
         """One command of the user's: its reply as RESP2 gives it.
@@ -148,10 +159,10 @@ class HiredisConnection(ConnectionBase[RespPool]):
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
             BackendRefused: The server refused the command (its message).
         """
-        try:
-            return await self._command(*args)
-        except ReplyError as exc:
-            raise user_refusal(self.where, args, str(exc)) from exc
+        reply = await self._reply(*args)
+        if isinstance(reply, ReplyError):
+            raise user_refusal(self.where, args, str(reply)) from reply
+        return reply
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
         """``HGETALL key``: the fields of one hash, empty when there is none."""
@@ -161,14 +172,16 @@ class HiredisConnection(ConnectionBase[RespPool]):
         """The fields of many hashes, in one round trip (a pipeline)."""
         if not keys:
             return []
+        replies: list[Any] | None = None
         with self.reachable():
             with trio.move_on_after(IO_TIMEOUT):
                 replies = await self.client.pipeline([("HGETALL", key) for key in keys])
-                for reply in replies:
-                    if isinstance(reply, ReplyError):
-                        raise reply
-                return [_pairs(reply) for reply in replies]
-            raise ConnectionLost(f"no reply to HGETALL within {IO_TIMEOUT:g} s")
+            if replies is None:
+                raise ConnectionLost(f"no reply to HGETALL within {IO_TIMEOUT:g} s")
+        for reply in replies:
+            if isinstance(reply, ReplyError):
+                raise await self._refusal("HGETALL", reply) from reply
+        return [_pairs(reply) for reply in replies]
 
     async def list_items(self, key: str) -> list[bytes]:
         """``LRANGE key 0 -1``: every element of a list, head first."""
@@ -222,7 +235,12 @@ class HiredisConnection(ConnectionBase[RespPool]):
         """
         with self.reachable():
             async with self.client.connection() as stream:
-                client_id = await _client_id(stream)
+                if stream.client_id is None:  # asked once per connection
+                    reply = await stream.request("CLIENT", "ID")
+                    if isinstance(reply, ReplyError):
+                        raise self._meaning(reply) or await self._refusal("CLIENT ID", reply)
+                    stream.client_id = int(reply)
+                client_id = stream.client_id
                 await stream.send(encode(*command))
                 try:
                     with trio.move_on_after(block + IO_TIMEOUT) as waited:
@@ -261,11 +279,11 @@ class HiredisConnection(ConnectionBase[RespPool]):
 
         A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
         """
-        try:
-            return bool(await self._command("CLIENT", "UNBLOCK", client_id, "TIMEOUT"))
-        except ReplyError as exc:
-            log_unblock_refused(exc)
+        reply = await self._reply("CLIENT", "UNBLOCK", client_id, "TIMEOUT")
+        if isinstance(reply, ReplyError):
+            log_unblock_refused(reply)
             return False
+        return bool(reply)
 
     async def _maxmemory(self) -> int:
         reply = await self._command("CONFIG", "GET", "maxmemory")
@@ -299,16 +317,6 @@ class HiredisConnection(ConnectionBase[RespPool]):
         raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
             self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
         )
-
-
-async def _client_id(stream: RespStream) -> int:
-    """The server's id of *stream*'s connection, asked once per connection."""
-    if stream.client_id is None:
-        reply = await stream.request("CLIENT", "ID")
-        if isinstance(reply, ReplyError):
-            raise reply
-        stream.client_id = int(reply)
-    return stream.client_id
 
 
 def _pairs(reply: list[bytes]) -> dict[bytes, bytes]:
