@@ -1,14 +1,16 @@
 """A drawing of a job's life, made from the code's own table of moves.
 
 ``.. trioqueue-job-states::`` draws every `JobState` and every move that
-``TRANSITIONS`` allows, with Graphviz (Sphinx's ``graphviz`` extension; the
-``dot`` program must be installed). Each move is labelled here, by what causes
-it; the build fails when a label names a move the table does not allow or a move
-has no label, so the drawing cannot drift from the code.
+``TRANSITIONS`` allows, with Graphviz (Sphinx's ``graphviz`` extension; without
+the ``dot`` program the page shows the drawing's source and says so). Each move
+is labelled here, by what causes it; the build fails when a label names a move
+the table does not allow or a move has no label, so the drawing cannot drift
+from the code.
 """
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING
 
 from docutils.parsers.rst import Directive
@@ -82,10 +84,17 @@ class JobStatesDiagram(Directive):
     """The drawing, as a ``graphviz`` directive."""
 
     def run(self) -> list[object]:
-        """Insert the ``graphviz`` directive with the source."""
+        """Insert the ``graphviz`` directive with the source (its text, without ``dot``)."""
         body = ["   " + line for line in dot_source().splitlines()]
         alt = "every state of a job and every move between them"
-        lines = [".. graphviz::", "   :align: center", f"   :alt: {alt}", "", *body]
+        if shutil.which("dot") is None:  # a build without Graphviz: the source, said so
+            note = (
+                "(This build had no Graphviz ``dot`` program, so the drawing is shown as "
+                "its source; ``apt install graphviz`` draws it.)"
+            )
+            lines = [note, "", ".. code-block:: text", "", *body]
+        else:
+            lines = [".. graphviz::", "   :align: center", f"   :alt: {alt}", "", *body]
         self.state_machine.insert_input(lines, "trioqueue-job-states")
         return []
 
