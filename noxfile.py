@@ -91,9 +91,9 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site into docs/_build/html: warnings are errors, and
-    every reference must resolve (nitpicky). Python's inventory is read from Debian's
-    python3-doc package when installed (CI installs it), else from python.org; the
-    drawings need Graphviz's ``dot`` (apt ``graphviz``; CI installs it)."""
+    every reference must resolve (nitpicky), offline (docs/inventories). Graphviz's
+    ``dot`` (apt ``graphviz``; CI installs it) draws the job states; without it the
+    page shows the drawing's source."""
     session.install(".[redis,cli,coredis,http]")
     install_group(session, "docs")
     session.run(
