@@ -218,6 +218,45 @@ class ConnectionBase(Generic[ClientT]):
         """The server's ``maxmemory`` in bytes (0: no limit)."""
         raise NotImplementedError
 
+    async def _blocking(
+        self, command: tuple[str | bytes | float, ...], block: float, undo: str | None = None
+    ) -> Any:
+        """Run the blocking *command*, cancellable at once; its reply (None: it timed out).
+
+        When the caller is cancelled, a ``CLIENT UNBLOCK`` ends the wait on the
+        server, and a reply that came all the same is given to script *undo*.
+        """
+        raise NotImplementedError
+
+    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
+        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
+
+        The wait holds a connection of its own. When the caller is cancelled, a
+        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
+        an element that was moved before it landed is put back (the ``unmove``
+        script: the front of *source*, or first among the stored jobs when producers
+        filled the room it left), so a cancelled wait neither strands a job nor
+        overfills the queue.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        command = ("BLMOVE", source, destination, "RIGHT", "LEFT", block)
+        reply = await self._blocking(command, block, undo="unmove")
+        assert reply is None or isinstance(reply, bytes)
+        return reply
+
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
+
+        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        command = ("XREAD", "BLOCK", max(1, round(block * 1000)), "COUNT", 1, "STREAMS")
+        await self._blocking((*command, *streams, *streams.values()), block)
+
     async def _refusal(self, name: str, exc: Exception) -> BackendUnavailable | ConfigurationError:
         """What an error reply to *name* (a script, a command) means, as the error to raise.
 

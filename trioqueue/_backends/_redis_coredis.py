@@ -172,42 +172,8 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         except _UNREACHABLE as exc:
             raise BackendUnavailable(self.where, failure_detail(exc, self._url)) from exc
 
-    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
-        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
-
-        The command holds a connection of its own. When the caller is cancelled, a
-        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
-        an element that was moved before it landed is put back (the ``unmove``
-        script: the front of *source*, or first among the stored jobs when producers
-        filled the room it left), so a cancelled wait neither strands a job nor
-        overfills the queue.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        reply = await self._blocking(
-            "BLMOVE", (b"BLMOVE", source, destination, b"RIGHT", b"LEFT", block), block, "unmove"
-        )
-        assert reply is None or isinstance(reply, bytes)
-        return reply
-
-    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
-        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
-
-        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        command = (b"XREAD", b"BLOCK", max(1, round(block * 1000)), b"COUNT", 1, b"STREAMS")
-        await self._blocking("XREAD", (*command, *streams, *streams.values()), block)
-
     async def _blocking(
-        self,
-        name: str,
-        command: tuple[str | bytes | float, ...],
-        block: float,
-        undo: str | None = None,
+        self, command: tuple[str | bytes | float, ...], block: float, undo: str | None = None
     ) -> Any:
         """Run the blocking *command* on a connection of its own, cancellable at once.
 
@@ -236,7 +202,7 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
                     raise
         if isinstance(reply, coredis.exceptions.ResponseError):
             if not str(reply).startswith("OOM"):
-                raise await self._refusal(name, reply)
+                raise await self._refusal(str(command[0]), reply)
             # a full Redis refuses BLMOVE (the claim script is allowed: it found nothing
             # just now, and no job can be added while Redis is full): wait, then look again
             await trio.sleep(block)

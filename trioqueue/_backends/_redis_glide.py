@@ -382,7 +382,7 @@ class GlideConnection(ConnectionBase[Client]):
             )
 
         async with self._explained(), self._waiting_client() as waiter:
-            reply = await self._blocking(waiter, call, block, undo="unmove")
+            reply = await self._wait_on(waiter, call, block, undo="unmove")
         assert reply is None or isinstance(reply, bytes)
         return reply
 
@@ -400,9 +400,9 @@ class GlideConnection(ConnectionBase[Client]):
             return await waiter.xread(streams, options)
 
         async with self._explained(), self._waiting_client() as waiter:
-            await self._blocking(waiter, call, block)
+            await self._wait_on(waiter, call, block)
 
-    async def _blocking(
+    async def _wait_on(
         self,
         waiter: Client,
         call: Callable[[Client], Awaitable[Any]],

@@ -199,32 +199,6 @@ class HiredisConnection(ConnectionBase[RespPool]):
         """
         raise ConfigurationError(WAIT_NEEDS_GLIDE)
 
-    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
-        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
-
-        The wait holds a connection of its own. When the caller is cancelled, a
-        ``CLIENT UNBLOCK`` from another connection ends it on the server, and an
-        element moved before that landed is put back (the ``unmove`` script).
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        command = ("BLMOVE", source, destination, "RIGHT", "LEFT", block)
-        reply = await self._blocking(command, block, undo="unmove")
-        assert reply is None or isinstance(reply, bytes)
-        return reply
-
-    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
-        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
-
-        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        command = ("XREAD", "BLOCK", max(1, round(block * 1000)), "COUNT", 1, "STREAMS")
-        await self._blocking((*command, *streams, *streams.values()), block)
-
     async def _blocking(
         self, command: tuple[Arg, ...], block: float, undo: str | None = None
     ) -> Any:
