@@ -199,6 +199,47 @@ async def test_dead_letters_list_even_when_a_record_was_changed_by_hand(
     assert dead["b"].attempts == 0
 
 
+async def test_a_record_without_its_payload_is_dead_lettered_and_the_pool_goes_on(
+    redis_server: RedisServer,
+):
+    ran: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.id)
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("lost", id="bare")
+        await queue.enqueue("after", id="after")
+        await raw.hdel(backend.keys.job_prefix + "bare", ["p"])  # its payload field is gone
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler):
+                pass
+        [dead] = await backend.dead_letters()
+        stats = await backend.stats()
+    assert ran == ["after"]
+    assert dead.id == "bare"
+    assert dead.reason == "undecodable record: no payload (its payload field is missing)"
+    assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+    assert stats.conserved
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])
+async def test_a_record_with_numbers_out_of_range_still_reads(redis_server: RedisServer, value):
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        await Queue(backend).enqueue("p", id="j")
+        await raw.hset(backend.keys.job_prefix + "j", {"a": value, "c": value, "u": value})
+        record = await backend.status("j")
+    assert record is not None
+    assert (record.attempts, record.created_at, record.updated_at) == (0, 0.0, 0.0)
+
+
 CENTURY = 100 * 365 * 24 * 3600
 seconds = st.sampled_from([0.001, CENTURY]) | st.floats(0.001, CENTURY) | st.integers(1, CENTURY)
 counts = st.sampled_from([1, 10**30]) | st.integers(1, 10**30)

@@ -107,11 +107,12 @@ def _whole(value: bytes | None) -> int:
 
 
 def _seconds_or_zero(value: bytes | None) -> float:
-    """A time read from Redis; 0.0 if missing or not a number."""
+    """A time read from Redis; 0.0 if missing, not a number, or not finite."""
     try:
-        return float(value or 0)
+        seconds = float(value or 0)
     except ValueError:
         return 0.0
+    return seconds if math.isfinite(seconds) else 0.0
 
 
 _SHORTEST: Final = 0.001  # Redis keeps its timers in milliseconds
@@ -860,11 +861,14 @@ class RedisBackend:
             max_attempts, timeout, task = _options(options)
             at = _seconds_or_zero(ready_at)
             try:
+                if payload is None:
+                    raise ValueError("its payload field is missing")  # a record changed by hand
                 decoded = decode_payload(payload)
             except ValueError as exc:
                 job = Job(id=text(job_id), payload=None, attempt=job_attempt)
                 poison = Claim(job=job, token=text(token), ready_at=at)
-                reason = f"undecodable record: not JSON ({exc})"
+                what = "no payload" if payload is None else "not JSON"
+                reason = f"undecodable record: {what} ({exc})"
                 await self._settle(poison, "dead", None, reason)
                 continue
             job = Job(

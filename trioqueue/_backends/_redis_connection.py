@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
@@ -93,9 +94,10 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
 
     def number(name: str, fallback: str = "") -> float:
         try:
-            return float(get(name) or get(fallback) or 0)
+            value = float(get(name) or get(fallback) or 0)
         except ValueError:
             return 0.0
+        return value if math.isfinite(value) else 0.0  # inf or nan: changed by hand
 
     error = ErrorInfo(type=get("et"), message=get("em"), traceback=get("tb")) if get("et") else None
     raw = fields.get(b"p")
