@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 import trioqueue
 from trioqueue import BackendUnavailable, ConfigurationError
@@ -447,3 +448,18 @@ def test_url_parts_reads_a_unix_socket_and_a_password_option():
         "s&cret",
         None,
     )
+
+
+async def test_a_database_the_server_does_not_have_is_a_configuration_error_saying_so(
+    redis_server,
+):
+    url = redis_server.url.rsplit("/", 1)[0] + "/99"  # the server has 16
+    async with trioqueue.RedisBackend(url, queue=queue_name(), min_idle=30) as backend:
+        with pytest.raises(trioqueue.ConfigurationError) as raised:
+            await backend.stats()
+    assert "has no database 99 (" in str(raised.value)
+    assert "use a number below the server's `databases` setting" in str(raised.value)
+    command = [sys.executable, "-m", "trioqueue", "stats", "--redis", url, "--queue", "{q}"]
+    result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False)
+    assert result.returncode == 2  # bad input, not "could not be reached" (1)
+    assert b"has no database 99" in result.stderr

@@ -415,7 +415,9 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
         "serve",
         help="run the HTTP ingest service (POST /jobs), with --handler its workers too",
         description="Serve the HTTP API (POST /jobs, GET /jobs/ID, /stats, /healthz, /readyz, "
-        "/openapi.json) on a queue in memory, or on Redis with --redis and --queue. With "
+        "/openapi.json) and a live dashboard at / (the gauges, throughput, latency, the dead "
+        "letters with requeue and purge, a job lookup) on a queue in memory, or on Redis "
+        "with --redis and --queue. With "
         "--handler, a worker pool runs the jobs in the same process (in memory it is "
         "needed: nothing else runs them). SIGTERM or SIGINT stops accepting, finishes "
         "requests in flight, then stops the pool; exit status 3: jobs were cut short "

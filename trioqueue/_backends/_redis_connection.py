@@ -29,6 +29,7 @@ from .._exceptions import (
 )
 from .._payload import decode_payload
 from .._records import ErrorInfo, JobRecord, JobState
+from ._redis_probe import url_parts
 from ._redis_url import (
     check_url,
     redacted,
@@ -220,6 +221,20 @@ class ConnectionBase(Generic[ClientT]):
         """The server's ``maxmemory`` in bytes (0: no limit)."""
         raise NotImplementedError
 
+    def _no_database(self, detail: str) -> ConfigurationError | None:
+        """The error for a URL whose database the server does not have, if *detail* says so.
+
+        Redis answers ``SELECT`` with "DB index is out of range"; glide reports it
+        as a failed connection that "refused to switch database".
+        """
+        if not says_any(detail, ("DB index is out of range", "refused to switch database")):
+            return None
+        db = url_parts(self._url).db
+        return ConfigurationError(
+            f"Redis at {self.where} has no database {db} ({detail.strip()}): use a number "
+            "below the server's `databases` setting"
+        )
+
     async def _blocking(
         self, command: tuple[str | bytes | float, ...], block: float, undo: str | None = None
     ) -> Any:
@@ -267,6 +282,8 @@ class ConnectionBase(Generic[ClientT]):
         on it) that names the fix (the hash tag to use; ``?cluster=yes``).
         """
         message = scrubbed(str(exc), self._url)
+        if no_database := self._no_database(message):
+            return no_database
         # coredis raises ClusterCrossSlotError, glide a RequestError saying "CrossSlot"
         if "crossslot" in f"{type(exc).__name__} {message}".lower():
             return ConfigurationError(

@@ -231,9 +231,13 @@ class GlideConnection(ConnectionBase[Client]):
             detail = scrubbed(str(exc) or type(exc).__name__, self._url)
             if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
+            if no_database := self._no_database(detail):
+                raise no_database from exc
             raise BackendUnavailable(self.where, detail) from exc
         except glide.RequestError as exc:
             detail = scrubbed(str(exc), self._url)
+            if no_database := self._no_database(detail):
+                raise no_database from exc
             if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
             if says_any(detail, _TRANSIENT):

@@ -117,11 +117,8 @@ class HiredisConnection(ConnectionBase[RespPool]):
         detail = scrubbed(str(reply), self._url)
         if any(word in detail for word in CREDENTIAL_WORDS):
             return CredentialsRefused(self.where, detail)
-        if "DB index is out of range" in detail:
-            return ConfigurationError(
-                f"Redis at {self.where} has no database {self._parts.db} ({detail}): "
-                "use a number below the server's `databases` setting"
-            )
+        if no_database := self._no_database(detail):
+            return no_database
         if detail.startswith(TRANSIENT_REPLIES):
             return BackendUnavailable(self.where, detail)
         return None
