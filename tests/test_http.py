@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import ssl
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -229,6 +231,52 @@ async def test_an_unreachable_redis_is_503_with_retry_after():
         assert "send it again" in refused.json()["message"]
         assert (await http.get("/readyz")).status_code == 503
         assert (await http.get("/healthz")).status_code == 200
+
+
+async def test_a_503_says_what_to_do_and_never_where_the_backend_is(caplog):
+    ca = ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    dead = f"rediss://worker:s3cret@127.0.0.1:1/0?ssl_ca_certs={ca}"
+    async with (
+        trioqueue.RedisBackend(dead, queue="{h}") as backend,
+        served(create_app(backend)) as http,
+    ):
+        answers = [
+            await http.post("/jobs", json={"id": "e1", "payload": 1}),
+            await http.post("/jobs/batch", json={"jobs": [{"payload": 1}]}),
+            await http.get("/jobs/e1"),
+            await http.get("/stats"),
+            await http.get("/readyz"),
+        ]
+    for answer in answers:
+        assert answer.status_code == 503
+        body = answer.text
+        for secret in ("127.0.0.1", "worker", "s3cret", Path(ca).name, ":1/"):
+            assert secret not in body, (answer.url, body)
+        assert "the queue's backend cannot be reached now" in answer.json()["message"]
+    assert "127.0.0.1:1" in caplog.text  # the operator's log has where it was
+
+
+async def test_the_dashboard_may_not_be_framed_or_sniffed():
+    async with served(create_app(trioqueue.MemoryBackend(2))) as http:
+        page = await http.get("/")
+    assert page.status_code == 200
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize("job_id", [r"a\nb", r"tab\there", r"bell\u0007", r"del\u007f"])
+async def test_an_id_no_url_can_carry_is_400_and_nothing_is_stored(job_id):
+    backend = trioqueue.MemoryBackend(2)
+    async with served(create_app(backend)) as http:
+        body = '{"id": "' + job_id + '", "payload": 1}'  # the JSON escape as the client sent it
+        refused = await http.post("/jobs", content=body.encode())
+        batch = '{"jobs": [{"id": "' + job_id + '", "payload": 1}]}'
+        refused_batch = await http.post("/jobs/batch", content=batch.encode())
+    assert (refused.status_code, refused.json()["error"]) == (400, "bad_id")
+    assert "control character" in refused.json()["message"]
+    assert (refused_batch.status_code, refused_batch.json()["error"]) == (400, "bad_id")
+    assert (await backend.stats()).enqueued == 0
 
 
 class _Stuck(trioqueue.MemoryBackend):

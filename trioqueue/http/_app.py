@@ -21,11 +21,19 @@ from .._exceptions import BackendUnavailable, ConfigurationError
 from .._queue import Queue
 from ._batch import post_batch
 from ._dead import AdminActions
-from ._jobs import error, get_job, post_job
+from ._jobs import error, get_job, post_job, unavailable
 from ._json import JSONResponse
 from ._limits import Limits
 from ._metrics import metrics_endpoint
 from ._openapi import openapi_document
+
+_PAGE_HEADERS: Final = {
+    "X-Frame-Options": "DENY",  # no other site may frame the dashboard (its buttons act)
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""Headers of the dashboard page: never in a frame, never sniffed as another type."""
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -98,7 +106,7 @@ def create_app(
         try:
             snapshot = await backend.stats()
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         return JSONResponse(attrs.asdict(snapshot))
 
     async def healthz(request: Request) -> JSONResponse:
@@ -109,7 +117,7 @@ def create_app(
             try:
                 await backend.pending()
             except BackendUnavailable as exc:
-                return error(503, "unavailable", str(exc))
+                return unavailable(exc, "not ready")
             return JSONResponse({"ready": True})
         return error(503, "unavailable", f"the backend did not answer within {_READY_WITHIN:g} s")
 
@@ -117,7 +125,7 @@ def create_app(
     page = resources.files(__package__).joinpath("dashboard.html").read_text(encoding="utf-8")
 
     async def dashboard(request: Request) -> HTMLResponse:
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers=_PAGE_HEADERS)
 
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(document)

@@ -20,11 +20,13 @@ from .._job_input import prepare
 from ._jobs import (
     JOB_FIELDS,
     BodyTooLarge,
+    bad_id,
     due_fields,
     error,
     job_priority,
     read_body,
     receipt_json,
+    unavailable,
 )
 from ._json import JSONResponse
 
@@ -58,6 +60,8 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
             return error(400, "bad_id", f'job {place}: "id" must be a string')
+        if job_id is not None and (why := bad_id(job_id)):
+            return error(400, "bad_id", f"job {place}: {why}")
         due = due_fields(job, f"job {place}: ")
         if isinstance(due, JSONResponse):
             return due
@@ -99,9 +103,7 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
     except ValueError as exc:  # a stream source refuses a due time
         return error(400, "bad_delay", str(exc))
     except BackendUnavailable as exc:
-        return error(
-            503, "unavailable", f"{exc}; some jobs may be stored: send the batch again with ids"
-        )
+        return unavailable(exc, "some jobs may be stored: send the batch again with ids")
     answers: list[dict[str, Any]] = []
     for result in results:
         if isinstance(result, IdempotencyConflict):

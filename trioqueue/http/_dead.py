@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .._backend import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
 from .._record_json import record_json
-from ._jobs import error
+from ._jobs import error, unavailable
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class AdminActions:
         try:
             records = await self._queue.dead_letters()
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         return JSONResponse({"dead": [record_json(record) for record in records]})
 
     async def requeue(self, request: Request) -> JSONResponse:
@@ -78,7 +78,7 @@ class AdminActions:
         except JobNotFound as exc:
             return error(404, "not_found", str(exc))
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         return JSONResponse(record_json(record))
 
     async def requeue_all(self, request: Request) -> JSONResponse:
@@ -95,7 +95,7 @@ class AdminActions:
                     continue
                 requeued.append(record.id)
         except BackendUnavailable as exc:
-            return error(503, "unavailable", f"{exc}; requeued so far: {requeued}")
+            return unavailable(exc, f"requeued so far: {requeued}; send it again")
         return JSONResponse({"requeued": requeued})
 
     async def purge(self, request: Request) -> JSONResponse:
@@ -107,7 +107,7 @@ class AdminActions:
         try:
             purged = await self._queue.purge_dead(job_id)
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         if not purged:
             return error(404, "not_found", f"{job_id!r} is not a dead letter")
         return JSONResponse({"purged": purged})
@@ -120,7 +120,7 @@ class AdminActions:
         try:
             purged = await self._queue.purge_dead()
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         return JSONResponse({"purged": purged})
 
     async def cancel(self, request: Request) -> JSONResponse:
@@ -135,7 +135,7 @@ class AdminActions:
         except JobNotFound as exc:
             return error(404, "not_found", str(exc))
         except BackendUnavailable as exc:
-            return error(503, "unavailable", str(exc))
+            return unavailable(exc, "try again")
         state = "gone" if record is None else record.state.value
         if done is CancelResult.FINISHED:
             return error(

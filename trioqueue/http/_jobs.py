@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from contextlib import aclosing, suppress
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
@@ -37,6 +38,8 @@ __all__ = [
     "read_body",
 ]
 
+logger = logging.getLogger("trioqueue.http")
+
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
 JOB_FIELDS: Final = frozenset(
     {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task", "priority"}
@@ -62,6 +65,26 @@ def error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
     """A JSON error response: ``{"error": kind, "message": ...}`` and *extra* fields."""
     headers = {"Retry-After": RETRY_AFTER} if status == 503 else None
     return JSONResponse({"error": kind, "message": message, **extra}, status, headers=headers)
+
+
+def unavailable(exc: BackendUnavailable, then: str) -> JSONResponse:
+    """503 for a backend that cannot be reached: what to do, never where the backend is.
+
+    The backend's own message (its host, port, user, certificate paths) goes to the
+    service's log, for its operator; the client learns only that it may retry.
+    """
+    logger.warning("answered 503: %s", exc)
+    return error(503, "unavailable", f"the queue's backend cannot be reached now; {then}")
+
+
+def bad_id(job_id: str) -> str | None:
+    """Why *job_id* cannot travel in a URL (``GET /jobs/ID``), or None if it can."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in job_id):
+        return (
+            f"the id {job_id!r} holds a control character (a line feed, a tab, ...), which "
+            "no URL of this service can carry: use printable characters"
+        )
+    return None
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -161,6 +184,8 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
                 "differ: give one of them",
             )
         job_id = header_id
+    if job_id is not None and (why := bad_id(job_id)):
+        return error(400, "bad_id", why)
     return _Fields(
         document["payload"],
         job_id,
@@ -205,7 +230,7 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
     except (TypeError, ValueError) as exc:
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except BackendUnavailable as exc:
-        return error(503, "unavailable", f"{exc}; nothing was stored: send it again")
+        return unavailable(exc, "nothing was stored: send it again")
     if receipt.deduplicated:
         record = await queue.status(receipt.id)
         found = record_json(record) if record is not None else receipt_json(receipt)
@@ -221,7 +246,7 @@ async def get_job(queue: Queue, job_id: str) -> JSONResponse:
     try:
         record = await queue.status(job_id)
     except BackendUnavailable as exc:
-        return error(503, "unavailable", str(exc))
+        return unavailable(exc, "try again")
     if record is None:
         return error(
             404,
