@@ -1,7 +1,7 @@
 """Which Redis client a backend's connection uses, and what it must offer.
 
 For one server, hiredis: Trio's own sockets with the hiredis parser, a round
-trip a third of what glide's or coredis's costs on Trio (docs/benchmarks.md).
+trip less than half of what glide's or coredis's costs on Trio (docs/benchmarks.md).
 For a Redis Cluster (``?cluster=yes``) and for ``wait_replicas``, valkey-glide
 (the ``redis`` extra installs both wherever glide has a build); coredis where
 neither is installed. ``TRIOQUEUE_REDIS_CLIENT`` names one instead. Every

@@ -2,7 +2,7 @@
 
 The default client for a single server (``redis://``, ``rediss://``, ``unix://``):
 a request is one ``send_all`` and one read on a pooled connection (``_resp.py``),
-a third of a round trip through valkey-glide or coredis on Trio. A Redis Cluster
+less than half a round trip through valkey-glide or coredis on Trio. A Redis Cluster
 (``?cluster=yes``) and ``wait_replicas`` use valkey-glide, whose cluster client
 follows the topology and whose one connection carries both the writes and the
 ``WAIT`` that counts them.

@@ -3,8 +3,8 @@
 A `RespPool` keeps idle connections to one server and lends one to each request:
 the command goes out in one ``send_all``, and the reply is read back on the same
 connection, parsed by hiredis (the C parser redis-py uses). No thread and no
-task sits between a request and its reply, which makes a round trip about a
-third of what it costs through valkey-glide or coredis on Trio
+task sits between a request and its reply, which makes a round trip less than
+half of what it costs through valkey-glide or coredis on Trio
 (docs/benchmarks.md, "The Redis client").
 
 A connection goes back to the pool only when its request ended with a reply. One
