@@ -163,6 +163,13 @@ def glide_configuration(
     )
 
 
+def _server_said_no(exc: glide.RequestError) -> bool:
+    """Whether *exc* is the server refusing a command, not an outage or refused credentials."""
+    if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
+        return False
+    return not says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT))
+
+
 async def _new_client(url: str) -> Client:
     """A glide client for *url*: a cluster client when the URL says ``?cluster=yes``."""
     config = glide_configuration(url)
@@ -307,10 +314,8 @@ class GlideConnection(ConnectionBase[Client]):
             try:
                 return await self._watch.call(lambda: self.client.custom_command(words))
             except glide.RequestError as exc:
-                if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
-                    raise
-                if says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT)):
-                    raise
+                if not _server_said_no(exc):
+                    raise  # reachable() says what it means
                 raise user_refusal(self.where, args, scrubbed(str(exc), self._url)) from exc
 
     async def hash(self, key: str) -> dict[bytes, bytes]:
@@ -508,10 +513,8 @@ class GlideConnection(ConnectionBase[Client]):
                         lambda: client.invoke_script(script, keys=self._key_list, args=values)
                     )
                 except glide.RequestError as exc:
-                    if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
+                    if not _server_said_no(exc):
                         raise  # reachable() says what it means
-                    if says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT)):
-                        raise
                     raise await self._refusal(f"the {name} script", exc) from exc
             raise BackendUnavailable(
                 self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
