@@ -52,7 +52,7 @@ async def test_a_refused_command_is_backend_refused_with_the_servers_words(
         with pytest.raises(BackendRefused) as raised:
             await backend.command("INCR", key)
         assert "refused INCR" in str(raised.value)
-        assert "WRONGTYPE" in str(raised.value)
+        assert "wrong kind of value" in str(raised.value)  # (coredis drops "WRONGTYPE")
         # the connection is still good after a refusal
         assert await backend.command("LLEN", key) == 1
         with pytest.raises(TypeError, match=r"takes the command"):
