@@ -203,6 +203,15 @@ class ConnectionBase(Generic[ClientT]):
         self._key_list = keys.script_keys()
         self._client: ClientT | None = None
 
+    def _one_server_only(self, client: str) -> None:
+        """Refuse a cluster URL for *client*, which talks to one server, saying what to use."""
+        if wants_cluster(self._url):  # when the backend is made, not when it opens
+            raise ConfigurationError(
+                f"the {client} client talks to one Redis server; for a Redis Cluster "
+                "(?cluster=yes) use valkey-glide: pip install '.[redis]' and unset "
+                "TRIOQUEUE_REDIS_CLIENT"
+            )
+
     @property
     def client(self) -> ClientT:
         """The open client.

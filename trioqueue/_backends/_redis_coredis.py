@@ -31,7 +31,6 @@ from ._redis_url import (
     client_url,
     failure_detail,
     scrubbed,
-    wants_cluster,
 )
 
 if TYPE_CHECKING:
@@ -57,12 +56,7 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
-        if wants_cluster(url):  # here, not when the backend opens
-            raise ConfigurationError(
-                "the coredis client talks to one Redis server here; for a Redis Cluster "
-                "(?cluster=yes) use valkey-glide, the default: pip install '.[redis]' and "
-                "unset TRIOQUEUE_REDIS_CLIENT"
-            )
+        self._one_server_only("coredis")
         self._scripts: dict[str, Any] = {}
         self._exit: contextlib.AsyncExitStack | None = None
 

@@ -33,7 +33,7 @@ from ._redis_connection import (
 )
 from ._redis_probe import tls_context, url_parts
 from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
+from ._redis_url import CredentialsRefused, failure_detail, scrubbed
 from ._resp import Arg, ConnectionLost, Prefix, ReplyError, RespPool, RespStream, encode
 
 if TYPE_CHECKING:
@@ -55,12 +55,7 @@ class HiredisConnection(ConnectionBase[RespPool]):
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
-        if wants_cluster(url):  # here, not when the backend opens
-            raise ConfigurationError(
-                "the hiredis client talks to one Redis server; for a Redis Cluster "
-                "(?cluster=yes) use valkey-glide: pip install '.[redis]' and unset "
-                "TRIOQUEUE_REDIS_CLIENT"
-            )
+        self._one_server_only("hiredis")
         self._parts = url_parts(url)
         script_keys = self._key_list
         # EVALSHA, the script's digest and the queue's keys: the same in every call
