@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -114,7 +115,9 @@ def _text(browser: webdriver.Chrome, element_id: str) -> str:
 
 def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, browser):
     browser.get(service)
-    wait = WebDriverWait(browser, WAIT)
+    # the page redraws its parts on every poll: an element found may be replaced
+    # before it is read, and the wait then looks again
+    wait = WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(lambda b: _text(b, "status").startswith("live"))
     assert _text(browser, "c-succeeded") == "0"
 
