@@ -502,6 +502,25 @@ async def test_a_job_delivered_max_deliveries_times_without_an_outcome_is_dead_l
         assert await backend.ack(claim)
 
 
+async def test_attempts_that_failed_with_an_outcome_never_reach_max_deliveries(
+    redis_server: RedisServer,
+):
+    """Issue 35: a job's own 25 attempts ran out the 20 deliveries, blaming its handler."""
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=30, max_deliveries=3
+    ) as backend:
+        await Queue(backend).enqueue("p", id="J", max_attempts=6)
+        for _ in range(5):  # five failed attempts, each recorded: none is a lost delivery
+            [claim] = await backend.claim(1, lease=30, block=0)
+            assert await backend.retry_later(claim, None)
+            assert await backend.requeue(claim)
+        [claim] = await backend.claim(1, lease=30, block=0)  # the sixth claim runs
+        assert claim.job.attempt == 6
+        assert await backend.dead_letter(claim, None, "attempts exhausted (6)")
+        [dead] = await backend.dead_letters()
+    assert dead.reason == "attempts exhausted (6)"
+
+
 async def test_jobs_a_clean_shutdown_gave_back_are_not_counted_as_deliveries(
     redis_server: RedisServer,
 ):

@@ -292,3 +292,23 @@ async def test_a_job_is_a_suspect_after_its_second_dying_delivery_not_its_first(
         [c] = (await claim_all()).values()
         assert (c.job.id, c.suspect) == ("C", False)
         assert await backend.ack(c)
+
+
+async def test_a_failed_attempt_with_its_outcome_is_not_a_dying_delivery(
+    redis_server: RedisServer,
+):
+    """A retried failure, then one holder that dies: not a suspect (was: d >= 2 was enough)."""
+    clock = Clock()
+    async with open_backend(redis_server, clock) as backend:
+        queue = Queue(backend)
+        await queue.enqueue("J", id="J")
+        [claim] = await backend.claim(1, lease=MIN_IDLE, block=0)
+        assert await backend.retry_later(claim, None)  # failed, with its outcome
+        assert await backend.requeue(claim)
+        [claim] = await backend.claim(1, lease=MIN_IDLE, block=0)
+        await pass_time(backend, clock, MIN_IDLE + 1)  # its holder dies
+        await backend.sweep()
+        await queue.enqueue("K", id="K")
+        after = {c.job.id: c for c in await backend.claim(5, lease=MIN_IDLE, block=0)}
+        assert sorted(after) == ["J", "K"]  # J does not run alone
+        assert not after["J"].suspect

@@ -205,12 +205,13 @@ class RedisBackend:
             never expire, nor do the counters and the claim-token sequence
             (two small keys); finished records follow the retention, else
             expire after *key_ttl* too.
-        max_deliveries: Most times one job is claimed (every attempt is a
-            claim, and so is every delivery to a worker that died); the next
-            claim dead-letters it instead, with the reason. This stops a
-            poison job whose handler kills its worker from killing workers for
-            ever. Keep it above your `RetryPolicy`'s *max_attempts*; None for
-            no limit. Jobs a clean shutdown put back do not count.
+        max_deliveries: Most times one job may be delivered without an
+            outcome (to a worker that died, or lost its lease); the next claim
+            dead-letters it instead, with the reason. This stops a poison job
+            whose handler kills its worker from killing workers for ever. An
+            attempt that failed and was retried is no such delivery, so a job's
+            own *max_attempts* may be higher. None for no limit. Jobs a clean
+            shutdown put back do not count.
         wait_replicas: After each enqueue, wait (Redis ``WAIT``, at most
             2 seconds) until this many replicas have the jobs, so
             that a failover to a replica cannot lose an enqueue it acknowledged

@@ -64,7 +64,8 @@ local function take(element, fresh, priority)
   end
   -- every claim is a delivery, except one a clean shutdown gave back (see release)
   local deliveries = redis.call('HINCRBY', key, 'd', 1)
-  if max_deliveries and deliveries > max_deliveries then
+  -- only deliveries without an outcome: a failed attempt that was retried is not one
+  if max_deliveries and unanswered(id) > max_deliveries then
     -- a poison job: its handler keeps killing its worker (or it never finishes)
     local late = tonumber(redis.call('HGET', key, 'l') or '0')
     local why = 'its handler may be killing the worker'

@@ -145,6 +145,13 @@ local function count(field, n)
   if (n or 1) ~= 0 then redis.call('HINCRBY', K_STATS, field, n or 1) end
 end
 local function stamp(n) return string.format('%.6f', n) end
+-- The deliveries of a job that ended without an outcome (its worker died or lost the
+-- lease): every claim counts one ('d'), every recorded outcome of an attempt one back
+-- ('a'), so a handler that fails and is retried never looks like one killing workers.
+local function unanswered(id)
+  local fields = redis.call('HMGET', jobkey(id), 'd', 'a')
+  return (tonumber(fields[1]) or 0) - (tonumber(fields[2]) or 0)
+end
 -- A job's life starts when it is enqueued or requeued from the dead letters: claims
 -- numbered up to the last token given so far belong to earlier lives (its 'lf').
 local function life_from() return redis.call('GET', K_SEQ) or '0' end

@@ -64,7 +64,7 @@ for i = #expired - 1, 1, -2 do
     -- taken in its turn already: next in line again; but a second delivery that died
     -- too may be what kills its workers, so it runs alone from now on, and cannot
     -- take other jobs down with it
-    putback(id, true, tonumber(redis.call('HGET', jobkey(id), 'd') or '0') >= 2)
+    putback(id, true, unanswered(id) >= 2)
     recovered = recovered + 1
   end
 end
