@@ -104,6 +104,72 @@ async def test_a_key_changed_by_hand_is_named_and_nothing_is_half_written(
         assert await raw.llen(backend.keys.ready) == 1
 
 
+@pytest.mark.parametrize(
+    "name",
+    # every key in CHECKED["add"]
+    [
+        *("ready", "processing", "unqueued", "finished", "stats", "sequence", "config"),
+        *("scheduled", "level+2", "level+1", "level-1", "level-2"),
+    ],
+)
+async def test_enqueue_refuses_each_key_it_uses_changed_by_hand_before_any_write(
+    redis_server: RedisServer, name: str
+):
+    # the add script checks only the keys it uses (CHECKED): each of them is checked
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        key = (
+            backend.keys.level(int(name[5:]))
+            if name.startswith("level")
+            else (getattr(backend.keys, name))
+        )
+        await Queue(backend).enqueue("first", id="first")  # the settings, read once
+        await raw.delete([key])
+        await raw.sadd(key, ["x"])  # a set: no key of the add script's is one
+        with pytest.raises(BackendRefused, match=re.escape(f"the key {key} holds a set")):
+            await Queue(backend).enqueue("p", id="j")
+        assert await raw.exists([backend.keys.job_prefix + "j"]) == 0  # nothing written
+
+
+async def test_enqueue_does_not_touch_the_keys_it_does_not_check(redis_server: RedisServer):
+    # every kind of enqueue, with each key the add script leaves unchecked holding a
+    # string: a script that touched one would fail with WRONGTYPE half-way
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), capacity=3, min_idle=30
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        keys = backend.keys
+        unchecked = [keys.claims, keys.dead, keys.suspects, keys.held, keys.retrying, keys.events]
+        queue = Queue(backend)
+        await queue.enqueue("ready", id="a")  # the first adopts the settings: every key
+        for key in unchecked:
+            await raw.set(key, "x")
+        await queue.enqueue("urgent", id="b", priority=2)
+        await queue.enqueue("later", id="c", delay=60)
+        await queue.enqueue("ready", id="a")  # a duplicate
+        await queue.enqueue("ready", id="z")
+        await queue.submit_many(["d", "e", "f"], ids=["d", "e", "f"])  # e, f: no room
+        with pytest.raises(trioqueue.QueueFull):
+            await queue.try_enqueue("g", id="g")
+        for key in unchecked:
+            assert await raw.get(key) == b"x"
+        await raw.delete(unchecked)  # status() reads every key
+        states = {i: (await queue.status(i)) for i in "abcdefgz"}
+        assert {i: (r.state, r.queued) for i, r in states.items() if r} == {
+            "a": (JobState.RECEIVED, True),
+            "z": (JobState.RECEIVED, True),
+            "b": (JobState.RECEIVED, True),
+            "c": (JobState.SCHEDULED, False),
+            "d": (JobState.RECEIVED, False),
+            "e": (JobState.RECEIVED, False),
+            "f": (JobState.RECEIVED, False),
+        }
+
+
 async def test_a_job_record_changed_by_hand_into_another_kind_is_a_refusal_naming_it(
     redis_server: RedisServer,
 ):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Final
 
-__all__ = ["FLAGS", "READ_ONLY", "SCRIPT_NAMES", "load_sources"]
+__all__ = ["CHECKED", "FLAGS", "READ_ONLY", "SCRIPT_NAMES", "load_sources"]
 
 SCRIPT_NAMES: Final = (
     "add",
@@ -71,15 +71,34 @@ FLAGS: Final = {
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 
 
+CHECKED: Final = {
+    # the ready lists, the processing list (whether the wake element landed), the
+    # unqueued list, the finished set, the counters, the token sequence, the config and
+    # the scheduled set: never the claims, held, retrying, suspect, dead or events keys
+    "add": (1, 2, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18),
+}
+"""The queue keys (positions in KEYS) a script can touch, where that is not every key.
+
+The prelude checks each one's type before the script writes anything; the stream
+keys are checked too whenever the queue has them. A script not named here checks all.
+"""
+
+
 def load_sources() -> dict[str, str]:
-    """Each script's full source: its flags, its READ_ONLY flag, the prelude, the script."""
+    """Each script's full source: its flags, READ_ONLY and CHECKED, the prelude, the script."""
     folder = resources.files(__package__).joinpath("lua")
     prelude = folder.joinpath("prelude.lua").read_text(encoding="utf-8")
     return {
         name: f"#!lua flags={FLAGS.get(name, '')}\n"
         + f"local READ_ONLY = {'true' if name in READ_ONLY else 'false'}\n"
+        + f"local CHECKED = {_lua_list(CHECKED.get(name))}\n"
         + prelude
         + "\n"
         + folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
         for name in SCRIPT_NAMES
     }
+
+
+def _lua_list(positions: tuple[int, ...] | None) -> str:
+    """*positions* as a Lua table, or nil for none given."""
+    return "nil" if positions is None else "{" + ", ".join(map(str, positions)) + "}"

@@ -11,6 +11,12 @@
 -- rest again; in 'nowait' mode the rest are still looked at (a duplicate is found even
 -- when the queue is full); 'submit' never meets a full queue.
 local mode = ARGV[8]
+-- the jobs on the ready lists, counted once (each LLEN is a call) and kept up to date
+local ready
+local function ready_now()
+  ready = ready or ready_len()
+  return ready
+end
 local replies = {}
 local counts = {enqueued = 0, deduplicated = 0, conflicts = 0}
 local function finish()
@@ -39,7 +45,7 @@ for i = 9, #ARGV, 6 do
       replies[#replies + 1] = 'conflict'
       replies[#replies + 1] = existing
     end
-  elseif not due and mode ~= 'submit' and ready_len() >= CAPACITY then
+  elseif not due and mode ~= 'submit' and ready_now() >= CAPACITY then
     replies[#replies + 1] = 'full'
     replies[#replies + 1] = tostring(CAPACITY)
     if mode == 'wait' then return finish() end
@@ -62,7 +68,9 @@ for i = 9, #ARGV, 6 do
       defer(id, due)
       replies[#replies + 1] = 's'
     else
-      replies[#replies + 1] = tostring(schedule(id))
+      local queued = schedule(id, false, ready_now(), LEVELS[3 - (tonumber(priority) or 0)])
+      ready = ready + queued
+      replies[#replies + 1] = tostring(queued)
     end
   end
 end

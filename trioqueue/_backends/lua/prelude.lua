@@ -27,16 +27,22 @@ local K_EVENTS = KEYS[14]
 -- so a job put on another level when K_READY is empty pushes the wake element there
 -- (see wake_for_levels).
 local LEVELS = {KEYS[15], KEYS[16], K_READY, KEYS[17], KEYS[18]}
--- Every key must hold what trioqueue puts there (or nothing yet): a key changed by
--- hand is refused here, before any write, never half-way through a script.
+-- Every key a script uses must hold what trioqueue puts there (or nothing yet): a key
+-- changed by hand is refused here, before any write, never half-way through a script.
+-- CHECKED (set ahead of this prelude) names the keys a script uses, by position, when
+-- it uses fewer than all (each TYPE costs a hot script several per cent of its time).
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
   'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list'}
-if KEYS[19] then KINDS[19], KINDS[20] = 'stream', 'stream' end
-for i, kind in ipairs(KINDS) do
+local checked = CHECKED or {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}
+if KEYS[19] then
+  KINDS[19], KINDS[20] = 'stream', 'stream'
+  checked[#checked + 1], checked[#checked + 2] = 19, 20
+end
+for _, i in ipairs(checked) do
   local found = redis.call('TYPE', KEYS[i])['ok']
-  if found ~= 'none' and found ~= kind then
+  if found ~= 'none' and found ~= KINDS[i] then
     return redis.error_reply('TRIOQUEUE_KEY ' .. KEYS[i] .. ' holds a ' .. found
-      .. ', where this queue keeps a ' .. kind)
+      .. ', where this queue keeps a ' .. KINDS[i])
   end
 end
 local PREFIX = ARGV[1]
@@ -168,16 +174,17 @@ end
 
 -- Put a job on the ready list if there is room, else store it unqueued; at the
 -- back (LPUSH: claims take from the right), or next in line when front is true
--- (a job given back: it was taken in its turn already).
-local function schedule(id, front)
+-- (a job given back: it was taken in its turn already). A caller that knows them
+-- passes the jobs on the ready lists (ready) and the job's ready list (level).
+local function schedule(id, front, ready, level)
   local key = jobkey(id)
   local push = front and 'RPUSH' or 'LPUSH'
   if K_STREAM then
     -- consumers waiting for new entries wait on the wake stream too
     redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id)
   end
-  if ready_len() < CAPACITY then
-    local level = level_of(id)
+  if (ready or ready_len()) < CAPACITY then
+    level = level or level_of(id)
     redis.call(push, level, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
     if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
