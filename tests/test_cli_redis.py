@@ -540,6 +540,14 @@ def test_three_workers_running_one_cron_file_run_each_tick_once(target, workers,
         ("[[schedule]]\nname = 'x'\nevery = 1\nzone = 'UTC'\n", "unknown keys ['zone']"),
         ("name = 'x'\n", "give one [[schedule]] table per schedule"),
         ("[[schedule\n", "not a TOML file"),
+        ("[[schedule]]\nname = 'x'\nevery = nan\n", "every = nan: give a whole number"),
+        ("[[schedule]]\nname = 'x'\nevery = inf\n", "every = inf: give a whole number"),
+        ("[[schedule]]\nname = 'x'\nevery = 1e300\n", "every = 1e+300: give a whole number"),
+        (
+            "[[schedule]]\nname = 'x'\nevery = 1\npayload = " + "[" * 200 + "]" * 200 + "\n",
+            "payload nests lists and dicts more than",
+        ),
+        ('[[schedule]]\nname = "x"\nevery = 1\npayload = "\\uD800"\n', "not a TOML file"),
     ],
 )
 def test_a_bad_cron_file_is_a_one_line_error_naming_the_file(target, tmp_path, content, said):

@@ -17,12 +17,14 @@ every = 60          # seconds
 from __future__ import annotations
 
 import datetime
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from ._exceptions import ConfigurationError
 from ._schedule import Schedule
+from ._util import MAX_DELAY
 
 __all__ = ["load_schedules"]
 
@@ -73,6 +75,11 @@ def _schedule(path: str, number: int, entry: Any) -> Schedule:
     if every is not None:
         if isinstance(every, bool) or not isinstance(every, int | float):
             raise ConfigurationError(f"{where}: every = SECONDS, a number, not {every!r}")
+        if not math.isfinite(every) or not 1 <= every <= MAX_DELAY:  # else timedelta raises
+            raise ConfigurationError(
+                f"{where}: every = {every!r}: give a whole number of seconds, at least one "
+                "and at most 100 years"
+            )
         options["every"] = datetime.timedelta(seconds=every)
     if "name" not in options:
         raise ConfigurationError(f"{where}: give it a name = '…'")

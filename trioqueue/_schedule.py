@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._exceptions import ConfigurationError
-from ._payload import MAX_ID_LENGTH
+from ._payload import MAX_ID_LENGTH, canonical_json
 from ._util import MAX_DELAY
 
 if TYPE_CHECKING:
@@ -112,7 +112,8 @@ class Schedule:
 
     Raises:
         ConfigurationError: Both or neither of *cron* and *every*, an expression
-            cronsim cannot read, an unknown zone, or a bad name or interval.
+            cronsim cannot read, an unknown zone, a bad name or interval, or a
+            payload that is no JSON value (or nests too deep).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -153,6 +154,11 @@ class Schedule:
                     f"{where}: every={every!r}: give a whole number of seconds, at least one "
                     "and at most 100 years"
                 )
+        if self.payload is not None:
+            try:  # here, not at the first tick: a worker must not stop on it later
+                canonical_json(self.payload, "its payload")
+            except (TypeError, ValueError) as error:
+                raise ConfigurationError(f"{where}: {error}") from None
 
     @property
     def description(self) -> str:

@@ -95,6 +95,14 @@ class TestEvery:
         assert schedule.description == "every 300 s"
 
 
+def _deep(levels: int) -> list[object]:
+    """A list nested *levels* deep."""
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 class TestBadInput:
     @pytest.mark.parametrize(
         ("options", "words"),
@@ -109,6 +117,8 @@ class TestBadInput:
             ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "not a time zone"),
             ({"cron": "* * * * *", "catch_up": 0}, "catch_up=0"),
             ({"cron": "* * * * *", "missed": "sometimes"}, "sometimes"),
+            ({"every": datetime.timedelta(1), "payload": {1, 2}}, "its payload must be JSON"),
+            ({"every": datetime.timedelta(1), "payload": _deep(101)}, "nests"),
         ],
     )
     def test_is_refused_with_the_fix(self, options, words):
