@@ -270,6 +270,22 @@ def test_the_demo_runs_without_the_cli_extra():
     assert "conservation holds" in result.stdout
 
 
+def test_python_m_does_not_import_what_the_current_directory_shadows(tmp_path):
+    # python -m puts the current directory first on sys.path; a tqdm.py there must not
+    # stand in for the installed tqdm the demo imports
+    (tmp_path / "tqdm.py").write_text("raise RuntimeError('the tqdm.py of the directory')\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "trioqueue", "demo", "--jobs", "5", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "conservation holds" in result.stdout
+
+
 def test_metrics_without_the_cli_extra_is_refused_with_the_fix_before_starting():
     result = without(
         "prometheus_client",
