@@ -335,6 +335,26 @@ async def test_an_entry_that_is_not_json_is_a_dead_letter_with_the_reason(
         assert await pending_entries(raw, stream, "g") == []  # acknowledged: it is done
 
 
+async def test_an_entry_with_an_empty_id_runs_under_the_entrys_own_id(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock
+):
+    stream, seen = tagged("id"), []
+    async with (
+        coredis.Redis.from_url(redis_server.url) as raw,
+        trioqueue.RedisBackend(
+            redis_server.url, stream=stream, group="g", start="0", clock=trio.current_time
+        ) as backend,
+    ):
+        # trioqueue's own field layout, with an id no job can have: another program's
+        fields = {"id": "", "payload": '{"a":1}', "hash": "h"}
+        entry = text(await raw.xadd(stream, fields))
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, collect(seen)):
+                pass  # a draining pool finishes
+        assert [(job.id, job.payload) for job in seen] == [(entry, fields)]
+        assert await pending_entries(raw, stream, "g") == []  # acknowledged: it is done
+
+
 async def test_a_group_deleted_by_hand_is_made_again_from_the_start(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):

@@ -466,8 +466,8 @@ local function entry_done(id)
   if DELETE_DONE then redis.call('XDEL', K_STREAM, entry) end
 end
 
--- The job an entry carries. An entry trioqueue added (fields id, payload, hash) is
--- the job of that id, in every group that reads it; any other entry is a job whose
+-- The job an entry carries. An entry trioqueue added (fields id, payload, hash; the id
+-- not empty) is the job of that id, in every group that reads it; any other entry is a job whose
 -- id is the entry's, and whose payload is the entry: its fields as an object of
 -- strings. (A trioqueue entry whose id this group already gave another entry gets
 -- the entry's id too.) deliveries: how often the group delivered the entry already.
@@ -477,7 +477,7 @@ local function entry_job(entry, fields, deliveries)
   local named = {}
   for i = 1, #fields, 2 do named[fields[i]] = fields[i + 1] end
   local id, payload, hash = named['id'], named['payload'], named['hash']
-  local ours = #fields == 6 and id and payload and hash
+  local ours = #fields == 6 and id and id ~= '' and payload and hash  -- '' is no job's id
   if ours then
     local seen = redis.call('HGET', jobkey(id), 'e')
     if seen == entry then return id, false end  -- enqueued through this group, or adopted
