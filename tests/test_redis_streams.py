@@ -355,6 +355,27 @@ async def test_an_entry_with_an_empty_id_runs_under_the_entrys_own_id(
         assert await pending_entries(raw, stream, "g") == []  # acknowledged: it is done
 
 
+async def test_a_queue_named_as_a_groups_keys_are_is_refused_whichever_came_first(
+    redis_server: RedisServer,
+):
+    # a stream's group keeps its keys under "<stream>:<group>", the names of a plain
+    # queue called that: the one that comes second is refused, and nothing is mixed
+    for first in ("stream", "list"):
+        stream = tagged("s")
+        group = trioqueue.RedisBackend(redis_server.url, stream=stream, group="g")
+        plain = trioqueue.RedisBackend(redis_server.url, queue=f"{stream}:g")
+        ours, theirs = (group, plain) if first == "stream" else (plain, group)
+        async with ours:
+            await Queue(ours).enqueue("a", id="a")
+        async with theirs:
+            with pytest.raises(ConfigurationError, match=f"belong to a {first} source") as told:
+                await Queue(theirs).enqueue("b", id="b")
+            assert "give the queue or the group another name" in str(told.value)
+        async with ours:
+            assert await ours.status("a") is not None
+            assert await ours.status("b") is None
+
+
 async def test_a_group_deleted_by_hand_is_made_again_from_the_start(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):

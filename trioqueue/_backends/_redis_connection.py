@@ -170,6 +170,7 @@ def is_redirect(message: str) -> bool:
 
 
 _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
+_SOURCE_REFUSAL: Final = re.compile(r"TRIOQUEUE_SOURCE:? (?P<source>\w+)")  # prelude.lua
 
 
 WAIT_NEEDS_GLIDE: Final = (
@@ -316,6 +317,13 @@ class ConnectionBase(Generic[ClientT]):
             with contextlib.suppress(Exception), trio.move_on_after(1):
                 limit = f"{await self._maxmemory() // 1024} KiB"
             return BackendOutOfMemory(self.where, limit)
+        if found := _SOURCE_REFUSAL.search(message):
+            return ConfigurationError(
+                f"Redis at {self.where} refused {name}: the keys starting with "
+                f"{self._keys.ready!r} belong to a {found['source']} source. A stream's "
+                "group keeps its keys under '<stream>:<group>', the names a queue called "
+                "that has too: give the queue or the group another name"
+            )
         found = _KEY_REFUSAL.search(message)
         if found:  # refused before it wrote anything (see lua/prelude.lua)
             return BackendRefused(

@@ -79,14 +79,24 @@ if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- them when it connects), so a process keeps working when the queue is configured
 -- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
-local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake')
+local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source')
+-- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
+-- that name has too: the keys belong to the kind of source that wrote first.
+local SOURCE = KEYS[19] and 'stream' or 'list'
+if agreed[5] and agreed[5] ~= SOURCE then
+  return redis.error_reply('TRIOQUEUE_SOURCE ' .. agreed[5])
+end
+if agreed[1] and not agreed[5] and not READ_ONLY then
+  redis.call('HSET', K_CONF, 'source', SOURCE)  -- a queue from before sources were stored
+end
 if agreed[1] then
   CAPACITY = tonumber(agreed[1])
   SIMPLE = agreed[2] == 'simple'
   KEY_TTL_MS = nil
   if agreed[3] and agreed[3] ~= '' then KEY_TTL_MS = math.ceil(tonumber(agreed[3]) * 1000) end
 elseif not READ_ONLY then
-  redis.call('HSET', K_CONF, 'capacity', ARGV[3], 'mode', ARGV[6], 'key_ttl', ARGV[7])
+  redis.call('HSET', K_CONF, 'capacity', ARGV[3], 'mode', ARGV[6], 'key_ttl', ARGV[7],
+    'source', SOURCE)
 end
 -- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
 if K_STREAM then CAPACITY = math.huge end
