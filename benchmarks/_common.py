@@ -143,13 +143,20 @@ def _wait_ready(worker: subprocess.Popen[str], timeout: float) -> None:
 
 
 def throughput_round(
-    url: str, script: str, variant: list[str], jobs: int, concurrency: int
+    url: str, script: str, variant: list[str], jobs: int, concurrency: int, warm: int = 0
 ) -> dict[str, Any]:
     """Workload 1: enqueue *jobs* no-op jobs, then time one worker process through them.
 
     Also returns the producer's rate: *jobs* over the adapter's own time for them.
+    With *warm*, that many jobs go through a worker first, untimed, on the same
+    queue: a queue in service, whose finished records have reached their bound.
     """
     flush(url)
+    if warm:
+        command = _adapter(script, "enqueue", url, warm, variant)
+        subprocess.run(command, check=True, timeout=600, capture_output=True)
+        extra = [*variant, "--concurrency", str(concurrency)]
+        _work_result(_start_worker(url, script, warm, extra, 300), timeout=330)
     enqueued = subprocess.run(
         _adapter(script, "enqueue", url, jobs, variant),
         check=True, timeout=600, capture_output=True, text=True,
