@@ -21,6 +21,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 if TYPE_CHECKING:
@@ -125,12 +126,15 @@ def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, 
         assert _post(service, {"id": f"ok-{n}", "payload": {"n": n}}) == 201
     wait.until(lambda b: _text(b, "c-succeeded") == "20")
 
-    # a dead letter (its one attempt fails), then requeued from the page with the token
+    # a dead letter (its one attempt fails): the service has a token, so the page
+    # shows it once given the token, then requeues it
     assert _post(service, {"id": "poison", "payload": {"fail": True}}) == 201
     wait.until(lambda b: _text(b, "g-dead") == "1")
-    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "button[data-requeue='poison']"))
+    assert "enter the service's token" in _text(browser, "dead-rows")
+    assert not browser.find_elements(By.CSS_SELECTOR, "button[data-requeue='poison']")
     token = browser.find_element(By.ID, "token")
-    token.send_keys(TOKEN)
+    token.send_keys(TOKEN, Keys.TAB)  # a change event: the page loads the dead letters
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "button[data-requeue='poison']"))
     browser.find_element(By.CSS_SELECTOR, "button[data-requeue='poison']").click()
     wait.until(lambda b: _text(b, "dead-message") == "poison requeued")
     wait.until(lambda b: _text(b, "g-dead") == "0")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -28,19 +29,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """``trioqueue serve ARGS`` on a free port; the process and its base URL, once listening."""
+def start(
+    *args: str, host: str = "127.0.0.1", env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``trioqueue serve ARGS`` on *host* and a free port; the process and a URL to reach it.
+
+    Once it listens: the URL is on 127.0.0.1, which reaches a wildcard *host* too.
+    """
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "trioqueue", "serve", "--bind", f"127.0.0.1:{port}", *args],
+        [sys.executable, "-m", "trioqueue", "serve", "--bind", f"{host}:{port}", *args],
         cwd=HERE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
-    assert line.startswith("trioqueue serve: listening on http://127.0.0.1:"), line
+    assert line.startswith(f"trioqueue serve: listening on http://{host}:"), (
+        line + process.stderr.read() if process.poll() is not None else line
+    )
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -79,6 +88,56 @@ def test_serve_with_a_handler_runs_the_posted_jobs_and_stops_on_sigterm():
     assert sorted(line for line in out.splitlines() if line.startswith("ran ")) == [
         f"ran e{n}" for n in range(5)
     ]
+
+
+def test_serve_refuses_a_bind_other_hosts_reach_unless_it_has_a_token_or_is_told_insecure():
+    refused = subprocess.run(
+        [sys.executable, "-m", "trioqueue", "serve", "--bind", f"0.0.0.0:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("trioqueue serve: --bind 0.0.0.0:")
+    for fix in ("--admin-token", "TRIOQUEUE_ADMIN_TOKEN", "127.0.0.1", "--insecure"):
+        assert fix in line
+
+    with_token = {**os.environ, "TRIOQUEUE_ADMIN_TOKEN": "s3cret"}
+    for args, env, reads in ((("--insecure",), None, 201), ((), with_token, 401)):
+        process, base = start(*args, host="0.0.0.0", env=env)
+        try:
+            assert post(base, {"id": "e1", "payload": {"secret": 1}})[0] == 201
+            try:
+                status = urllib.request.urlopen(base + "/jobs/e1", timeout=10).status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            assert status == (200 if reads == 201 else 401)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+
+
+def test_serve_answers_to_its_own_names_and_refuses_others():
+    process, base = start("--allowed-host", "jobs.example")
+    try:
+        for host, status in (
+            ("jobs.example", 200),
+            ("localhost:8000", 200),
+            (socket.gethostname(), 200),
+            ("127.0.0.1", 200),
+            ("rebound.example", 400),
+        ):
+            asked = urllib.request.Request(base + "/stats", headers={"Host": host})
+            try:
+                got = urllib.request.urlopen(asked, timeout=10).status
+            except urllib.error.HTTPError as exc:
+                got = exc.code
+            assert got == status, host
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
 
 
 def test_serve_without_a_redis_url_never_reads_one_from_the_environment(monkeypatch):

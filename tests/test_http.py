@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from .redis_server import RedisServer
 
+JSON = {"Content-Type": "application/json"}
+
 
 @pytest.fixture(params=["memory", "redis"])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[trioqueue.Backend]:
@@ -173,9 +175,7 @@ async def test_the_idempotency_key_header_names_the_job(backend):
 )
 async def test_bad_input_is_400_saying_what_is_wrong_and_stores_nothing(backend, body, kind, said):
     async with served(create_app(backend)) as http:
-        refused = await http.post(
-            "/jobs", content=body, headers={"Content-Type": "application/json"}
-        )
+        refused = await http.post("/jobs", content=body, headers=JSON)
         assert refused.status_code == 400
         assert refused.json()["error"] == kind
         assert said in refused.json()["message"]
@@ -186,14 +186,14 @@ async def test_bad_input_is_400_saying_what_is_wrong_and_stores_nothing(backend,
 async def test_a_body_over_max_body_is_413_whether_its_length_is_said_or_not(backend):
     async with served(create_app(backend, max_body=100)) as http:
         big = b'{"payload": "' + b"x" * 200 + b'"}'
-        said = await http.post("/jobs", content=big)
+        said = await http.post("/jobs", content=big, headers=JSON)
         assert said.status_code == 413
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked
             for start in range(0, len(big), 50):
                 yield big[start : start + 50]
 
-        streamed = await http.post("/jobs", content=chunks())
+        streamed = await http.post("/jobs", content=chunks(), headers=JSON)
         assert streamed.status_code == 413
         assert "100 bytes" in streamed.json()["message"]
     assert (await backend.stats()).enqueued == 0
@@ -216,7 +216,7 @@ async def test_health_readiness_stats_and_the_openapi_document(backend):
         document = (await http.get("/openapi.json")).json()
         assert document["openapi"] == "3.1.0"
         statuses = set(document["paths"]["/jobs"]["post"]["responses"])
-        assert statuses == {"200", "201", "202", "400", "409", "413", "503"}
+        assert statuses == {"200", "201", "202", "400", "409", "413", "415", "503"}
 
 
 async def test_an_unreachable_redis_is_503_with_retry_after():
@@ -270,9 +270,9 @@ async def test_an_id_no_url_can_carry_is_400_and_nothing_is_stored(job_id):
     backend = trioqueue.MemoryBackend(2)
     async with served(create_app(backend)) as http:
         body = '{"id": "' + job_id + '", "payload": 1}'  # the JSON escape as the client sent it
-        refused = await http.post("/jobs", content=body.encode())
+        refused = await http.post("/jobs", content=body.encode(), headers=JSON)
         batch = '{"jobs": [{"id": "' + job_id + '", "payload": 1}]}'
-        refused_batch = await http.post("/jobs/batch", content=batch.encode())
+        refused_batch = await http.post("/jobs/batch", content=batch.encode(), headers=JSON)
     assert (refused.status_code, refused.json()["error"]) == (400, "bad_id")
     assert "control character" in refused.json()["message"]
     assert (refused_batch.status_code, refused_batch.json()["error"]) == (400, "bad_id")
@@ -480,7 +480,8 @@ async def test_delete_cancels_a_job_with_the_admin_token(backend):
         cancelled = await http.delete("/jobs/queued", headers=token)
         assert cancelled.status_code == 200
         assert cancelled.json() == {"id": "queued", "cancel": "cancelled", "state": "cancelled"}
-        assert (await http.get("/jobs/queued")).json()["state"] == "cancelled"
+        queued = await http.get("/jobs/queued", headers=token)
+        assert queued.json()["state"] == "cancelled"
         finished = await http.delete("/jobs/done", headers=token)
         assert finished.status_code == 409
         assert (finished.json()["error"], finished.json()["state"]) == ("finished", "completed")
@@ -525,6 +526,111 @@ async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(ba
         assert (await http.delete("/dead", headers=secret)).json() == {"purged": 0}
 
 
+async def test_with_a_token_reading_jobs_needs_it_and_ingest_and_counters_do_not(backend):
+    await _dead_letters(backend, 1)
+    secret = {"Authorization": "Bearer s3cret"}
+    async with served(create_app(backend, admin_token="s3cret")) as http:
+        made = await http.post("/jobs", json={"id": "e1", "payload": {"card": "4111"}})
+        assert made.status_code == 201
+        for path in ("/jobs/e1", "/jobs/d0", "/dead"):
+            for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "s3cret"}):
+                refused = await http.get(path, headers=headers)
+                assert refused.status_code == 401, (path, headers)
+                assert refused.headers["www-authenticate"] == "Bearer"
+                assert "4111" not in refused.text
+                assert "Authorization: Bearer" in refused.json()["message"]
+        assert (await http.get("/jobs/e1", headers=secret)).json()["payload"] == {"card": "4111"}
+        assert [r["id"] for r in (await http.get("/dead", headers=secret)).json()["dead"]] == ["d0"]
+        # the same event again: without the token its receipt, not the stored record
+        again = await http.post("/jobs", json={"id": "e1", "payload": {"card": "4111"}})
+        assert again.status_code == 200
+        assert again.json() == {
+            "id": "e1",
+            "deduplicated": True,
+            "queued": True,
+            "scheduled": False,
+        }
+        again = await http.post(
+            "/jobs", json={"id": "e1", "payload": {"card": "4111"}}, headers=secret
+        )
+        assert (again.json()["state"], again.json()["deduplicated"]) == ("received", True)
+        for path in ("/stats", "/metrics", "/healthz", "/readyz", "/openapi.json", "/"):
+            assert (await http.get(path)).status_code == 200, path
+
+
+async def test_records_show_an_errors_traceback_only_when_the_app_is_told_to(backend):
+    await _dead_letters(backend, 1)
+    async with served(create_app(backend)) as http:
+        for shown in (
+            (await http.get("/jobs/d0")).json(),
+            (await http.get("/dead")).json()["dead"][0],
+        ):
+            assert shown["last_error"] == {"type": "RuntimeError", "message": "broken on purpose"}
+    async with served(create_app(backend, tracebacks=True)) as http:
+        error = (await http.get("/jobs/d0")).json()["last_error"]
+        assert "Traceback (most recent call last)" in error["traceback"]
+        assert "broken on purpose" in error["traceback"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        (None, b'{"payload": 1}'),
+        ("text/plain", b'{"payload": 1}'),
+        ("application/x-www-form-urlencoded", b"payload=1"),
+        (
+            "multipart/form-data; boundary=b",
+            b'--b\r\nContent-Disposition: form-data; name="payload"\r\n\r\n1\r\n--b--\r\n',
+        ),
+        ("application/jsonp", b'{"payload": 1}'),
+    ],
+)
+async def test_a_body_not_declared_json_is_415_and_stores_nothing(backend, content_type, body):
+    headers = {"Content-Type": content_type} if content_type else {}
+    async with served(create_app(backend)) as http:
+        for path, sent in (("/jobs", body), ("/jobs/batch", b'{"jobs": [' + body + b"]}")):
+            refused = await http.post(path, content=sent, headers=headers)
+            assert (refused.status_code, refused.json()["error"]) == (415, "not_json"), path
+            assert "Content-Type: application/json" in refused.json()["message"]
+    assert (await backend.stats()).enqueued == 0
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json; charset=utf-8", "Application/JSON", "application/vnd.a+json"],
+)
+async def test_json_by_any_of_its_names_is_taken(content_type):
+    backend = trioqueue.MemoryBackend(2)
+    async with served(create_app(backend)) as http:
+        made = await http.post(
+            "/jobs", content=b'{"payload": 1}', headers={"Content-Type": content_type}
+        )
+    assert made.status_code == 201
+
+
+async def test_with_allowed_hosts_a_request_naming_another_host_is_400_and_stores_nothing():
+    backend = trioqueue.MemoryBackend(2)
+    async with served(create_app(backend, allowed_hosts=["jobs.example", "localhost"])) as http:
+        for host in ("evil.example", "jobs.example.evil.example", "localhost.evil.example"):
+            refused = await http.post("/jobs", json={"payload": 1}, headers={"Host": host})
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_host"), host
+            assert f"--allowed-host {host}" in refused.json()["message"]
+            assert (await http.get("/stats", headers={"Host": host})).status_code == 400
+        assert (await backend.stats()).enqueued == 0
+        for host in (
+            "jobs.example",
+            "JOBS.example.:8000",
+            "localhost:1",
+            "127.0.0.1:5",
+            "[::1]:80",
+            "10.1.2.3",
+        ):
+            made = await http.post("/jobs", json={"payload": 1}, headers={"Host": host})
+            assert made.status_code in (201, 202), host
+    async with served(create_app(backend)) as http:  # None: the server in front checks
+        assert (await http.get("/stats", headers={"Host": "any.example"})).status_code == 200
+
+
 async def test_metrics_are_the_workers_names_in_the_prometheus_format(backend):
     async with served(create_app(backend, name="mail")) as http:
         await http.post("/jobs", json={"payload": 1})
@@ -543,12 +649,12 @@ async def test_any_unicode_round_trips_and_a_lone_surrogate_is_400(backend):
     async with served(create_app(backend)) as http:
         # a character outside the BMP in the id (%-encoded in Location)
         body = b'{"id": "WE\\u00ae\\udaca\\ude7f]", "payload": ["\\u00e9"]}'
-        made = await http.post("/jobs", content=body)
+        made = await http.post("/jobs", content=body, headers=JSON)
         assert made.status_code == 201
         assert (await http.get(made.headers["location"])).json()["payload"] == ["\u00e9"]
         # half of a character: JSON allows it, UTF-8 cannot store it
         for lone in (b'{"id": "a\\ud800", "payload": 1}', b'{"payload": ["\\ud800"]}'):
-            refused = await http.post("/jobs", content=lone)
+            refused = await http.post("/jobs", content=lone, headers=JSON)
             assert refused.status_code == 400
             assert "lone surrogate" in refused.json()["message"]
 

@@ -65,6 +65,8 @@ TIERS = {
     "_cli_serve": 5,
     "http": 4,
     "http._app": 4,
+    "http._access": 4,
+    "http._hosts": 4,
     "http._jobs": 4,
     "http._limits": 4,
     "http._openapi": 1,

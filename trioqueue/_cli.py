@@ -454,9 +454,30 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
     serve.add_argument(
         "--admin-token",
         metavar="TOKEN",
-        help="the bearer token that requeueing and purging dead letters, and cancelling jobs, "
-        "need (default: $TRIOQUEUE_ADMIN_TOKEN, which `ps` does not show; without either "
-        "they are off)",
+        help="the bearer token that reading jobs and dead letters needs, and requeueing, "
+        "purging and cancelling (default: $TRIOQUEUE_ADMIN_TOKEN, which `ps` does not show; "
+        "without either, reads are open, changes are off and only a loopback --bind is taken)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="bind to an address other hosts reach without a token (when a proxy in front "
+        "guards the service): anyone who reaches it reads every job's payload and result",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a name clients reach the service by (its Host header); others are refused, "
+        "which stops DNS rebinding. IP addresses, localhost and this machine's names always "
+        "pass. Repeat for more",
+    )
+    serve.add_argument(
+        "--tracebacks",
+        action="store_true",
+        help="show the last error's traceback in records over HTTP (by default its type and "
+        "message only)",
     )
     # not from the environment: as for demo, a variable exported for the other commands
     # must not turn a service in memory into one on that Redis

@@ -14,9 +14,11 @@ them as lost when it stops.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
+import socket
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
@@ -52,6 +54,15 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "trioqueue serve needs the http extra: pip install '.[http]' in the trioqueue checkout"
         ) from None
+    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    host = args.bind.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if token is None and not args.insecure and not _is_loopback(host):
+        raise UsageError(
+            f"--bind {args.bind} without a token lets anyone who reaches this machine "
+            "read every job's payload, result and error: give --admin-token (or "
+            f"{ADMIN_TOKEN_ENV}), bind to 127.0.0.1, or add --insecure if a proxy in front "
+            "guards it"
+        )
     handler = load_handler(args.handler) if args.handler else None
     backend: Backend
     async with contextlib.AsyncExitStack() as stack:
@@ -64,8 +75,10 @@ async def run_serve(args: argparse.Namespace) -> int:
             max_body=args.max_body,
             concurrency=args.concurrency,
             request_timeout=args.request_timeout,
-            admin_token=args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None,
+            admin_token=token,
             name=args.queue or "memory",
+            tracebacks=args.tracebacks,
+            allowed_hosts=_host_names(host, args.allowed_host),
         )
         config = Config()
         config.bind = [args.bind]
@@ -112,6 +125,21 @@ async def run_serve(args: argparse.Namespace) -> int:
                     status = await _unrun(backend)
                 nursery.cancel_scope.cancel()
     return status
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether *host* (a name or an address) is this machine's loopback only."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_names(bind_host: str, given: list[str]) -> list[str]:
+    """The names ``Host`` may give: *given*, localhost, the bind's and this machine's."""
+    return ["localhost", bind_host, socket.gethostname(), *given]
 
 
 async def _run_pool(

@@ -19,8 +19,10 @@ from starlette.routing import Route
 
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._queue import Queue
+from ._access import Access
 from ._batch import post_batch
 from ._dead import AdminActions
+from ._hosts import HostCheck
 from ._jobs import error, get_job, post_job, unavailable
 from ._json import JSONResponse
 from ._limits import Limits
@@ -36,6 +38,8 @@ _PAGE_HEADERS: Final = {
 """Headers of the dashboard page: never in a frame, never sniffed as another type."""
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from starlette.requests import Request
     from starlette.types import ASGIApp
 
@@ -55,6 +59,8 @@ def create_app(
     request_timeout: float = 10.0,
     admin_token: str | None = None,
     name: str = "jobs",
+    tracebacks: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> ASGIApp:
     """The HTTP service for *backend*, as an ASGI app to serve or embed.
 
@@ -68,9 +74,17 @@ def create_app(
         concurrency: Requests served at once; more wait for a place.
         request_timeout: Seconds one request may take, its wait for a place
             included; past it the answer is 503 with ``Retry-After``.
-        admin_token: The bearer token that requeueing and purging dead letters,
-            and cancelling jobs, need; None turns those endpoints off (403).
+        admin_token: The bearer token that reading jobs and dead letters needs,
+            and requeueing and purging dead letters and cancelling jobs; None
+            leaves reads open and turns those changes off (403). ``POST /jobs``,
+            the counters, health and the OpenAPI document never need it.
         name: The queue's name in ``/metrics`` (its ``queue`` label).
+        tracebacks: Serve the last error's traceback in records; by default a
+            record shows the error's type and message only.
+        allowed_hosts: The names the service answers to in the ``Host`` header
+            (an IP address always passes); others get 400, which stops DNS
+            rebinding. None checks nothing: for an app mounted in a server that
+            checks ``Host`` itself.
 
     Raises:
         ConfigurationError: A limit is not a positive number, or the token is empty.
@@ -88,11 +102,11 @@ def create_app(
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise ConfigurationError(f"create_app({limit}={value!r}): use a number > 0")
     queue = Queue(backend)
-
-    dead = AdminActions(queue, admin_token)
+    access = Access(admin_token, tracebacks=tracebacks)
+    dead = AdminActions(queue, access)
 
     async def jobs(request: Request) -> JSONResponse:
-        return await post_job(request, queue, max_body)
+        return await post_job(request, queue, max_body, access)
 
     async def batch(request: Request) -> JSONResponse:
         return await post_batch(request, queue, max_body)
@@ -100,7 +114,7 @@ def create_app(
     async def job(request: Request) -> JSONResponse:
         if request.method == "DELETE":
             return await dead.cancel(request)
-        return await get_job(queue, request.path_params["job_id"])
+        return await get_job(request, queue, access)
 
     async def stats(request: Request) -> JSONResponse:
         try:
@@ -123,6 +137,7 @@ def create_app(
 
     document = openapi_document(max_body)
     page = resources.files(__package__).joinpath("dashboard.html").read_text(encoding="utf-8")
+    page = page.replace("{token}", "required" if admin_token is not None else "none", 1)
 
     async def dashboard(request: Request) -> HTMLResponse:
         return HTMLResponse(page, headers=_PAGE_HEADERS)
@@ -157,4 +172,5 @@ def create_app(
             Route("/openapi.json", openapi, methods=["GET"]),
         ],
     )
-    return Limits(app, concurrency=int(concurrency), timeout=float(request_timeout))
+    checked: ASGIApp = app if allowed_hosts is None else HostCheck(app, allowed_hosts)
+    return Limits(checked, concurrency=int(concurrency), timeout=float(request_timeout))

@@ -26,6 +26,7 @@ from ._jobs import (
     job_priority,
     read_body,
     receipt_json,
+    refuse_media,
     unavailable,
 )
 from ._json import JSONResponse
@@ -87,6 +88,9 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
 
 async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONResponse:
     """Store a batch (see the module); ``{"results": [...]}`` in the jobs' order."""
+    refused = refuse_media(request)
+    if refused is not None:
+        return refused
     try:
         body = await read_body(request, max_body)
     except BodyTooLarge:

@@ -1,20 +1,19 @@
 """The endpoints that change a queue, and the admin token that guards them.
 
-``GET /dead`` lists the dead letters (read-only, open). Requeueing and purging
-them, and cancelling a job (``DELETE /jobs/{id}``), change the queue, so they need
-``Authorization: Bearer <token>`` with the token the service was started with
-(``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a service started without one
-has them off (403, saying how to turn them on).
+``GET /dead`` lists the dead letters (a read: open unless the service has a
+token). Requeueing and purging them, and cancelling a job (``DELETE /jobs/{id}``),
+change the queue, so they need ``Authorization: Bearer <token>`` with the token
+the service was started with (``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a
+service started without one has them off (403, saying how to turn them on). See
+`_access` for who may do what.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import TYPE_CHECKING
 
 from .._backend import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
-from .._record_json import record_json
 from ._jobs import error, unavailable
 from ._json import JSONResponse
 
@@ -22,36 +21,18 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from .._queue import Queue
+    from ._access import Access
 
 __all__ = ["AdminActions"]
 
 
 class AdminActions:
-    """The handlers of the endpoints that change a queue, for one queue and one admin token."""
+    """The handlers of the dead-letter endpoints and of cancelling, for one queue."""
 
-    def __init__(self, queue: Queue, admin_token: str | None) -> None:
+    def __init__(self, queue: Queue, access: Access) -> None:
         self._queue = queue
-        self._token = admin_token
-
-    def _refused(self, request: Request) -> JSONResponse | None:
-        """The 403 or 401 for a request without the right token; None if it may go on."""
-        if self._token is None:
-            return error(
-                403,
-                "admin_off",
-                "requeueing, purging and cancelling are off: start the service with --admin-token "
-                "(or TRIOQUEUE_ADMIN_TOKEN) and send it as Authorization: Bearer <token>",
-            )
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.encode(), self._token.encode()
-        ):
-            return JSONResponse(
-                {"error": "unauthorized", "message": "send Authorization: Bearer <admin token>"},
-                401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return None
+        self._access = access
+        self._refused = access.refuse_change
 
     async def list_or_purge_all(self, request: Request) -> JSONResponse:
         """``/dead``: GET lists, DELETE purges (one route: its ``Allow`` names both)."""
@@ -61,11 +42,14 @@ class AdminActions:
 
     async def list(self, request: Request) -> JSONResponse:
         """``GET /dead``: every dead letter, oldest first."""
+        refused = self._access.refuse_read(request)
+        if refused is not None:
+            return refused
         try:
             records = await self._queue.dead_letters()
         except BackendUnavailable as exc:
             return unavailable(exc, "try again")
-        return JSONResponse({"dead": [record_json(record) for record in records]})
+        return JSONResponse({"dead": [self._access.record(record) for record in records]})
 
     async def requeue(self, request: Request) -> JSONResponse:
         """``POST /dead/{id}/requeue``: one dead letter back with fresh attempts."""
@@ -79,7 +63,7 @@ class AdminActions:
             return error(404, "not_found", str(exc))
         except BackendUnavailable as exc:
             return unavailable(exc, "try again")
-        return JSONResponse(record_json(record))
+        return JSONResponse(self._access.record(record))
 
     async def requeue_all(self, request: Request) -> JSONResponse:
         """``POST /dead/requeue``: every dead letter back; the ids requeued."""

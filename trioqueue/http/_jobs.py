@@ -19,7 +19,6 @@ from urllib.parse import quote
 import attrs
 
 from .._exceptions import BackendUnavailable, IdempotencyConflict
-from .._record_json import record_json
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 
     from .._backend import Receipt
     from .._queue import Queue
+    from ._access import Access
 
 __all__ = [
     "JOB_FIELDS",
@@ -36,6 +36,7 @@ __all__ = [
     "job_priority",
     "post_job",
     "read_body",
+    "refuse_media",
 ]
 
 logger = logging.getLogger("trioqueue.http")
@@ -85,6 +86,26 @@ def bad_id(job_id: str) -> str | None:
             "no URL of this service can carry: use printable characters"
         )
     return None
+
+
+def refuse_media(request: Request) -> JSONResponse | None:
+    """The 415 for a body that is not declared JSON; None if it is.
+
+    A web page can make a browser post a form, ``text/plain`` or multipart body
+    to any site without asking it first; a JSON body needs the site's consent
+    (CORS), which this service never gives. So only JSON is taken.
+    """
+    declared = request.headers.get("content-type", "")
+    media = declared.partition(";")[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    if kind == "application" and (subtype == "json" or subtype.endswith("+json")):
+        return None
+    return error(
+        415,
+        "not_json",
+        f"the body is declared {declared or 'as nothing'!r}; send JSON with "
+        "Content-Type: application/json",
+    )
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -198,8 +219,11 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
     )
 
 
-async def post_job(request: Request, queue: Queue, max_body: int) -> JSONResponse:
+async def post_job(request: Request, queue: Queue, max_body: int, access: Access) -> JSONResponse:
     """Accept one job (see the module); every status is in the OpenAPI document."""
+    refused = refuse_media(request)
+    if refused is not None:
+        return refused
     try:
         body = await read_body(request, max_body)
     except BodyTooLarge:
@@ -231,9 +255,9 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except BackendUnavailable as exc:
         return unavailable(exc, "nothing was stored: send it again")
-    if receipt.deduplicated:
-        record = await queue.status(receipt.id)
-        found = record_json(record) if record is not None else receipt_json(receipt)
+    if receipt.deduplicated:  # the stored record, to a client that may read it
+        record = await queue.status(receipt.id) if access.may_read(request) else None
+        found = access.record(record) if record is not None else receipt_json(receipt)
         return JSONResponse({**found, "deduplicated": True}, 200)
     # under the path the app is mounted at, if any; headers are Latin-1
     where = request.scope.get("root_path", "") + "/jobs/" + quote(receipt.id, safe="")
@@ -241,8 +265,12 @@ async def post_job(request: Request, queue: Queue, max_body: int) -> JSONRespons
     return JSONResponse(receipt_json(receipt), 201 if receipt.queued else 202, headers=location)
 
 
-async def get_job(queue: Queue, job_id: str) -> JSONResponse:
-    """The record of *job_id*; 404 when unknown or evicted."""
+async def get_job(request: Request, queue: Queue, access: Access) -> JSONResponse:
+    """The record of the job the path names; 404 when unknown or evicted."""
+    refused = access.refuse_read(request)
+    if refused is not None:
+        return refused
+    job_id = request.path_params["job_id"]
     try:
         record = await queue.status(job_id)
     except BackendUnavailable as exc:
@@ -253,4 +281,4 @@ async def get_job(queue: Queue, job_id: str) -> JSONResponse:
             "not_found",
             f"no job {job_id!r}: never enqueued, or finished and forgotten (the retention)",
         )
-    return JSONResponse(record_json(record))
+    return JSONResponse(access.record(record))

@@ -164,6 +164,14 @@ _ADMIN: dict[str, Any] = {
     "403": _error("The service was started without an admin token: this is off."),
 }
 
+_READ: dict[str, Any] = {
+    "401": _error("The service has a token, and this read came without it (or another)."),
+}
+_NOT_JSON: dict[str, Any] = {
+    "415": _error("The body is not declared JSON: send Content-Type: application/json."),
+}
+_BAD_HOST = _error("The Host header names a host this service does not answer to (--allowed-host).")
+
 _UNAVAILABLE = _json(
     {"$ref": "#/components/schemas/Error"},
     "The backend cannot be reached, or the request took too long; nothing was stored. "
@@ -180,7 +188,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
         "required": True,
         "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
     }
-    return {
+    document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
             "title": "trioqueue",
@@ -220,11 +228,21 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             headers={"Location": {"schema": {"type": "string"}}},
                         ),
                         "200": _json(
-                            {"$ref": "#/components/schemas/Record"},
-                            "The same id with the same payload exists: its record, "
-                            "deduplicated; nothing new was stored.",
+                            {
+                                "anyOf": [
+                                    {"$ref": "#/components/schemas/Record"},
+                                    {"$ref": "#/components/schemas/Receipt"},
+                                ]
+                            },
+                            "The same id with the same payload exists: its record (its "
+                            "receipt to a client without the token of a service that has "
+                            "one), deduplicated; nothing new was stored.",
                         ),
-                        "400": _error("Bad JSON, a bad id or payload; the message says which."),
+                        "400": _error(
+                            "Bad JSON, a bad id or payload, or a Host this service does not "
+                            "answer to; the message says which."
+                        ),
+                        **_NOT_JSON,
                         "409": _json(
                             {
                                 "allOf": [
@@ -290,7 +308,11 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "One result per job, in order, each with the status POST /jobs "
                             "would have answered.",
                         ),
-                        "400": _error("A bad job (its place is named); nothing was stored."),
+                        "400": _error(
+                            "A bad job (its place is named), or a Host this service does not "
+                            "answer to; nothing was stored."
+                        ),
+                        **_NOT_JSON,
                         "413": _error(f"The body is over {max_body:,} bytes."),
                         "503": _UNAVAILABLE,
                     },
@@ -298,8 +320,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             },
             "/dead": {
                 "get": {
-                    "summary": "The dead letters, oldest first",
+                    "summary": "The dead letters, oldest first (the token, if the service has one)",
+                    "security": [{}, {"admin": []}],
                     "responses": {
+                        **_READ,
                         "200": _json(
                             {
                                 "type": "object",
@@ -386,9 +410,11 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             },
             "/jobs/{job_id}": {
                 "get": {
-                    "summary": "A job's record",
+                    "summary": "A job's record (the token, if the service has one)",
+                    "security": [{}, {"admin": []}],
                     "parameters": [job_id],
                     "responses": {
+                        **_READ,
                         "200": _json({"$ref": "#/components/schemas/Record"}, "The record."),
                         "404": _error("Never enqueued, or finished and forgotten."),
                         "503": _UNAVAILABLE,
@@ -447,3 +473,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
         },
     }
+    for operations in document["paths"].values():  # any request may name the wrong host
+        for operation in operations.values():
+            operation["responses"].setdefault("400", _BAD_HOST)
+    return document
