@@ -94,6 +94,27 @@ async def test_each_id_lives_on_one_shard_and_stays_idempotent(
         assert stats.gauges.queue_depth == 61 == await backend.pending()
 
 
+async def test_the_shard_count_is_stored_with_the_queue_and_another_is_refused(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock
+):
+    name = logical()
+    async with sharded(redis_server, name, shards=2) as backend:
+        await Queue(backend).enqueue_many(list(range(10)), ids=[f"j{n}" for n in range(10)])
+    for other in (3, 1):  # ids would move to other shards: refused before anything is done
+        with pytest.raises(ConfigurationError) as refused:
+            async with sharded(redis_server, name, shards=other):
+                raise AssertionError("opened with another shard count")
+        said = str(refused.value)
+        assert f"spread over 2 shards; this process asked for {other}" in said
+        assert "shards=2" in said
+        assert "--shards 2" in said
+    async with sharded(redis_server, name, shards=2) as backend:  # the same count joins
+        assert await backend.pending() == 10
+    async with sharded(redis_server, logical(), shards=3) as fresh:  # a new queue: stored
+        first = fresh.shards[0]
+        assert await first.command("HGET", first.keys.config, "shards") == b"3"
+
+
 async def test_a_pool_runs_every_shards_jobs_and_the_counts_add_up(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):

@@ -164,12 +164,40 @@ class ShardedBackend:
         return f"<trioqueue.ShardedBackend shards=[{names}]>"
 
     async def __aenter__(self) -> Self:
-        """Open every shard's client."""
+        """Open every shard's client, and check the shard count stored with the queue.
+
+        Raises:
+            ConfigurationError: The queue was made with another shard count.
+        """
         async with AsyncExitStack() as stack:
             for shard in self._shards:
                 await stack.enter_async_context(shard)
+            await self._agree_on_count()
             self._stack = stack.pop_all()
         return self
+
+    async def _agree_on_count(self) -> None:
+        """Store the shard count in the first shard's settings, or check it against them.
+
+        The count decides which shard holds each id: a process with another one
+        would store ids a second time on other shards and strand their jobs. The
+        first process to open the queue stores its count (``HSETNX``, so two that
+        start together agree on one); every later one must give the same.
+        """
+        first = self._shards[0]
+        given = len(self._shards)
+        await first.command("HSETNX", first.keys.config, "shards", given)
+        stored = await first.command("HGET", first.keys.config, "shards")
+        if isinstance(stored, bytes):
+            stored = stored.decode()
+        if str(stored) != str(given):
+            raise ConfigurationError(
+                f"the sharded queue whose first shard is {first.keys.ready!r} is spread over "
+                f"{stored} shards; this "
+                f"process asked for {given}. Give shards={stored} (--shards {stored}) as every "
+                "process using it does: the count decides which shard holds each id. To "
+                "change it, drain the queue and delete its keys first"
+            )
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
