@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import uuid
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import trioqueue
 from trioqueue import BackendOutOfMemory, BackendRefused, ConfigurationError, JobState, Queue
+from trioqueue._record_json import record_json
 
 from .redis_server import RedisServer, find_server_binary
 
@@ -219,10 +221,13 @@ async def test_a_pool_whose_outcomes_are_refused_retries_them_and_does_not_crash
         assert stats.conserved
 
 
-async def test_a_record_nested_too_deep_for_python_becomes_a_dead_letter_that_lists(
-    redis_server: RedisServer,
+@pytest.mark.parametrize("levels", [101, 600, 950, 995])
+async def test_a_record_nested_too_deep_becomes_a_dead_letter_that_every_view_shows(
+    redis_server: RedisServer, levels: int
 ):
-    deep = b"[" * 995 + b"]" * 995  # Redis's cjson takes it; Python's stack does not
+    # Redis's cjson takes all of them; Python decodes up to its stack's limit, but
+    # anything recursing over it later would break (a view's JSON, a handler)
+    deep = b"[" * levels + b"]" * levels
     ran: list[str] = []
 
     async def handler(job: trioqueue.Job) -> None:
@@ -242,8 +247,11 @@ async def test_a_record_nested_too_deep_for_python_becomes_a_dead_letter_that_li
         stats = await backend.stats()
     assert ran == ["after"]  # the pool went on with the next job
     assert dead.payload == deep  # listed, with its raw bytes
-    assert "undecodable record: not JSON (nested too deeply" in (dead.reason or "")
+    assert "undecodable record: not JSON (" in (dead.reason or "")
+    assert "nest" in (dead.reason or "")
     assert record == dead
+    shown = json.loads(json.dumps(record_json(dead)))  # as dead list --json and HTTP show it
+    assert (shown["payload"], shown["payload_raw"]) == (None, deep.decode())
     assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
 
 
@@ -291,6 +299,46 @@ async def test_a_record_without_its_payload_is_dead_lettered_and_the_pool_goes_o
     assert dead.reason == "undecodable record: no payload (its payload field is missing)"
     assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
     assert stats.conserved
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (b"{not json", "its options field is not JSON"),
+        (b"[1, 2]", "its options field is not a JSON object"),
+        (b'{"a": "many"}', "max_attempts 'many'"),
+        (b'{"a": 0}', "max_attempts 0"),
+        (b'{"t": -1}', "handler_timeout -1"),
+        (b'{"t": "soon"}', "handler_timeout 'soon'"),
+        (b'{"n": 5}', "task 5"),
+    ],
+)
+async def test_a_record_with_options_changed_by_hand_is_dead_lettered_and_the_pool_goes_on(
+    redis_server: RedisServer, options: bytes, said: str
+):
+    ran: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.id)
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("odd", id="odd", max_attempts=3)
+        await queue.enqueue("after", id="after")
+        await raw.hset(backend.keys.job_prefix + "odd", {"o": options})
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler):
+                pass
+        [dead] = await backend.dead_letters()
+        stats = await backend.stats()
+    assert ran == ["after"]
+    assert dead.id == "odd"
+    assert (dead.reason or "").startswith("undecodable record: ")
+    assert said in (dead.reason or "")
+    assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])

@@ -152,6 +152,12 @@ def known_options(options: JobOptions) -> JobOptions:
     return options
 
 
+def check_options(max_attempts: Any, handler_timeout: Any, task: Any) -> None:
+    """Check a job's own options as `prepare` does; raise TypeError or ValueError."""
+    _check_options(max_attempts, handler_timeout)
+    _check_task(task)
+
+
 def _check_task(task: str | None) -> None:
     """Check a job's task name; raise TypeError or ValueError."""
     if task is None:

@@ -119,15 +119,21 @@ def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
 def decode_payload(encoded: bytes) -> Any:
     """Decode a stored payload; ValueError for anything that is not JSON we can hold.
 
-    Bad UTF-8, not JSON, and nesting too deep for Python's stack (a record written
-    by another client) all raise ValueError, never RecursionError.
+    Bad UTF-8, not JSON, and nesting deeper than `MAX_DEPTH` (a record written by
+    another client) all raise ValueError, never RecursionError.
     """
     try:
-        return json.loads(encoded)
+        value = json.loads(encoded)
     except RecursionError:
         raise ValueError(
             "nested too deeply to decode (more than Python's recursion limit)"
         ) from None
+    # Deeper than MAX_DEPTH decodes, but breaks whatever recurses over it later (a
+    # view's JSON, a handler): refused as at enqueue. Counting brackets first keeps
+    # the walk off the common case: fewer brackets than MAX_DEPTH cannot nest deeper.
+    if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH and isinstance(value, dict | list):
+        _check_depth(value, "the stored value")
+    return value
 
 
 def payload_hash(encoded: bytes) -> str:

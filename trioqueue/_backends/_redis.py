@@ -36,6 +36,7 @@ from .._exceptions import (
     JobNotFound,
     QueueFull,
 )
+from .._job_input import check_options
 from .._metrics import Gauges, Metrics, MetricsSnapshot, shared_snapshot
 from .._payload import PRIORITIES, decode_payload
 from .._records import ErrorInfo, Job, JobRecord, Retention
@@ -90,12 +91,44 @@ def _options_argument(job: NewJob) -> str:
     return json.dumps(options, separators=(",", ":")) if options else ""
 
 
+def _payload(value: bytes | None) -> Any:
+    """A claimed job's payload, decoded.
+
+    Raises:
+        ValueError: It is missing, or not JSON trioqueue can hold (a record changed
+            by hand, or another client's push); the message says which.
+    """
+    if value is None:
+        raise ValueError("no payload (its payload field is missing)")
+    try:
+        return decode_payload(value)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+
+
 def _options(value: bytes) -> tuple[int | None, float | None, str | None]:
-    """A claimed job's max_attempts, handler_timeout and task (`_options_argument`)."""
+    """A claimed job's max_attempts, handler_timeout and task (`_options_argument`).
+
+    Raises:
+        ValueError: The field is not what trioqueue writes (a record changed by hand).
+    """
     if not value:
         return None, None, None
-    options = json.loads(value)
-    return options.get("a"), options.get("t"), options.get("n")
+    try:
+        options = json.loads(value)
+    except (ValueError, RecursionError):
+        raise ValueError("bad options (its options field is not JSON)") from None
+    if not isinstance(options, dict):
+        raise ValueError("bad options (its options field is not a JSON object)")
+    found = options.get("a"), options.get("t"), options.get("n")
+    try:
+        check_options(*found)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"bad options (its options field holds max_attempts {found[0]!r}, "
+            f"handler_timeout {found[1]!r}, task {found[2]!r}: {exc})"
+        ) from None
+    return found
 
 
 def _whole(value: bytes | None) -> int:
@@ -853,24 +886,20 @@ class RedisBackend:
         """Turn claimed rows into claims; dead-letter the ones Python cannot decode.
 
         Lua's cjson accepts a few things Python's json does not (``nan``, hex
-        numbers, invalid UTF-8 in strings, nesting deeper than Python's stack); such
+        numbers, invalid UTF-8 in strings, nesting deeper than `MAX_DEPTH`); such
         a job must not crash the pool: it becomes a dead letter with the reason.
         """
         claims = []
         for job_id, payload, attempts, token, ready_at, suspect, options, priority in rows:
             job_attempt = _whole(attempts) + 1
-            max_attempts, timeout, task = _options(options)
             at = _seconds_or_zero(ready_at)
             try:
-                if payload is None:
-                    raise ValueError("its payload field is missing")  # a record changed by hand
-                decoded = decode_payload(payload)
+                decoded = _payload(payload)
+                max_attempts, timeout, task = _options(options)
             except ValueError as exc:
                 job = Job(id=text(job_id), payload=None, attempt=job_attempt)
                 poison = Claim(job=job, token=text(token), ready_at=at)
-                what = "no payload" if payload is None else "not JSON"
-                reason = f"undecodable record: {what} ({exc})"
-                await self._settle(poison, "dead", None, reason)
+                await self._settle(poison, "dead", None, f"undecodable record: {exc}")
                 continue
             job = Job(
                 id=text(job_id),
