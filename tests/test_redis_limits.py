@@ -87,6 +87,41 @@ async def test_a_full_redis_refuses_new_jobs_up_front_while_workers_drain_it(
     assert after.conserved
 
 
+async def test_on_a_full_redis_an_ack_drops_the_result_with_the_reason_and_memory_holds(
+    full_server: RedisServer,
+):
+    async def handler(job: trioqueue.Job) -> str:
+        return "r" * 50_000  # 250 of them: 12 MB, four times the server's maxmemory
+
+    async with (
+        trioqueue.RedisBackend(
+            full_server.url, queue=queue_name(), capacity=100_000, min_idle=30
+        ) as backend,
+    ):
+        queue = Queue(backend)
+        accepted: list[str] = []
+        with pytest.raises(BackendOutOfMemory):
+            for n in range(2_000):
+                await queue.submit("x" * 10_000, id=f"j{n}")
+                accepted.append(f"j{n}")
+        limit = int((await backend.command("CONFIG", "GET", "maxmemory"))[1])
+        with trio.fail_after(30):
+            async with trioqueue.open_worker_pool(backend, handler, workers=8):
+                pass
+        info = (await backend.command("INFO", "memory")).decode()
+        used = int(re.search(r"used_memory:(\d+)", info)[1])
+        records = [await queue.status(job_id) for job_id in accepted]
+        stats = await backend.stats()
+    assert stats.succeeded == len(accepted)
+    assert used < limit + 512 * 1024, (used, limit)  # not the 12 MB of results
+    dropped = [r for r in records if r is not None and r.result is None]
+    assert len(dropped) >= len(accepted) - 2  # at most one result fits, give or take
+    for record in dropped:
+        assert record.state is JobState.COMPLETED
+        assert "Redis is out of memory" in (record.result_error or "")
+        assert "maxmemory" in (record.result_error or "")
+
+
 async def test_a_key_changed_by_hand_is_named_and_nothing_is_half_written(
     redis_server: RedisServer,
 ):

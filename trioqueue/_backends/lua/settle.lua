@@ -6,6 +6,22 @@
 -- requeue (a job that waited to retry goes back on the queue, unless it was cancelled
 -- meanwhile), cancel (a job cancelled while claimed ends: cancel.lua).
 -- Returns, per group, the job's seconds since acceptance, or '' if the claim is stale.
+-- Whether keeping *bytes* more would take Redis past its maxmemory. This script runs
+-- on a full Redis (allow-oom: acks free claims), so it must not grow the data there:
+-- a result is dropped instead, with the reason. INFO is read once per call, and only
+-- for a result to keep; what this call keeps counts on top of it.
+local memory = nil
+local function over_memory(bytes)
+  if not memory then
+    local info = redis.call('INFO', 'memory')
+    memory = {used = tonumber(string.match(info, 'used_memory:(%d+)')) or 0,
+      limit = tonumber(string.match(info, 'maxmemory:(%d+)')) or 0}
+  end
+  if memory.limit > 0 and memory.used + bytes > memory.limit then return true end
+  memory.used = memory.used + bytes
+  return false
+end
+
 local function settle(id, token, kind, etype, emsg, reason, etrace)
   local key = jobkey(id)
   local holder = redis.call('HGET', key, 't')
@@ -72,6 +88,12 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     redis.call('HSET', key, 's', 'completed')
     -- the handler's return value (JSON) in the reason slot, why it was not kept in the
     -- error message's
+    if reason ~= '' and over_memory(#reason) then
+      emsg = string.format('the result (%d bytes) was not kept: Redis is out of memory ' ..
+        '(used_memory %d of maxmemory %d bytes); free memory or raise maxmemory, or ' ..
+        'return a reference to the result stored elsewhere', #reason, memory.used, memory.limit)
+      reason = ''
+    end
     if reason ~= '' then redis.call('HSET', key, 'res', reason) end
     if emsg ~= '' then redis.call('HSET', key, 'rerr', emsg) end
     count('succeeded')
