@@ -297,6 +297,32 @@ async def test_a_request_past_its_timeout_is_503_and_stores_nothing():
     assert await backend.status("e1") is None
 
 
+async def test_slow_uploads_hold_no_place_and_a_fast_client_is_served_beside_them():
+    backend = trioqueue.MemoryBackend(10)
+    app = create_app(backend, concurrency=2, request_timeout=60)
+    async with served(app) as http:
+        host, port = http.base_url.host, http.base_url.port
+        slow = []
+        for n in range(8):  # four times the places, each sending half its body, then nothing
+            stream = await trio.open_tcp_stream(host, port)
+            body = b'{"id": "slow%d", "payload": "%s"}' % (n, b"x" * 1000)
+            head = (
+                f"POST /jobs HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            await stream.send_all(head.encode() + body[: len(body) // 2])
+            slow.append((stream, body[len(body) // 2 :]))
+        with trio.fail_after(30):  # half the request timeout the slow ones would hold
+            made = await http.post("/jobs", json={"id": "fast", "payload": 1})
+        assert made.status_code == 201
+        for stream, rest in slow:  # the slow ones finish too, once their bodies are whole
+            await stream.send_all(rest)
+            with trio.fail_after(30):
+                assert (await stream.receive_some()).startswith(b"HTTP/1.1 201")
+            await stream.aclose()
+    assert (await backend.stats()).enqueued == 9
+
+
 def test_limits_must_be_positive():
     with pytest.raises(trioqueue.ConfigurationError, match="max_body"):
         create_app(trioqueue.MemoryBackend(1), max_body=0)

@@ -100,10 +100,14 @@ async def test_on_a_full_redis_an_ack_drops_the_result_with_the_reason_and_memor
     ):
         queue = Queue(backend)
         accepted: list[str] = []
-        with pytest.raises(BackendOutOfMemory):
+
+        async def fill() -> None:
             for n in range(2_000):
                 await queue.submit("x" * 10_000, id=f"j{n}")
                 accepted.append(f"j{n}")
+
+        with pytest.raises(BackendOutOfMemory):
+            await fill()
         limit = int((await backend.command("CONFIG", "GET", "maxmemory"))[1])
         with trio.fail_after(30):
             async with trioqueue.open_worker_pool(backend, handler, workers=8):

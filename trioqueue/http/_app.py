@@ -173,4 +173,9 @@ def create_app(
         ],
     )
     checked: ASGIApp = app if allowed_hosts is None else HostCheck(app, allowed_hosts)
-    return Limits(checked, concurrency=int(concurrency), timeout=float(request_timeout))
+    return Limits(
+        checked,
+        concurrency=int(concurrency),
+        timeout=float(request_timeout),
+        max_body=int(max_body),
+    )

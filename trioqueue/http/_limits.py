@@ -1,14 +1,19 @@
 """Bounded work for the HTTP service: requests at once, and time per request.
 
-Plain ASGI middleware around the app: a request waits for one of *concurrency*
-places, and the wait plus the request's own work is cut off after *timeout*
-seconds with a 503 (and ``Retry-After``). Every backend call is atomic with
-respect to cancellation, so a request cut off changed nothing it did not finish:
-a client that sends it again with the same id gets the job, once.
+Plain ASGI middleware around the app: a request's body is read first, then the
+request waits for one of *concurrency* places, and all of it is cut off after
+*timeout* seconds with a 503 (and ``Retry-After``). Reading the body before
+taking a place keeps slow uploads from holding the places a fast client needs;
+what bodies in reading may hold in memory together is bounded by a byte budget
+(*concurrency* times *max_body*, what the places could hold before), and a body over
+*max_body* is read no further: the app answers 413. Every backend call is atomic
+with respect to cancellation, so a request cut off changed nothing it did not
+finish: a client that sends it again with the same id gets the job, once.
 """
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -16,7 +21,9 @@ import trio
 from ._jobs import error
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from collections.abc import AsyncIterator
+
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["Limits"]
 
@@ -29,11 +36,13 @@ class Limits:
     a kept-alive connection would otherwise go on sending new ones.
     """
 
-    def __init__(self, app: ASGIApp, *, concurrency: int, timeout: float) -> None:
+    def __init__(self, app: ASGIApp, *, concurrency: int, timeout: float, max_body: int) -> None:
         self._app = app
         self._places = trio.CapacityLimiter(concurrency)
         self._timeout = timeout
         self._stopping = False
+        self._max_body = max_body
+        self._budget = _Budget(concurrency * (max_body + 1))
 
     def stop_accepting(self) -> None:
         """Answer every request from now on with 503 (the service is shutting down)."""
@@ -61,8 +70,8 @@ class Limits:
             await send(message)
 
         with trio.move_on_after(self._timeout) as deadline:
-            async with self._places:
-                await self._app(scope, receive, watched)
+            async with self._buffered(receive) as replay, self._places:
+                await self._app(scope, replay, watched)
         if deadline.cancelled_caught and not started:
             response = error(
                 503,
@@ -71,3 +80,59 @@ class Limits:
                 "stopped; anything it did not finish was not done: send it again",
             )
             await response(scope, receive, send)
+
+    @asynccontextmanager
+    async def _buffered(self, receive: Receive) -> AsyncIterator[Receive]:
+        """Read the whole body (at most *max_body* + 1 bytes); a receive that replays it.
+
+        The bytes stay taken from the budget until the request is done with them.
+        """
+        messages: list[Message] = []
+        taken = 0
+        try:
+            while True:
+                message = await receive()
+                size = len(message.get("body", b""))
+                taken += await self._budget.take(size)
+                messages.append(message)
+                if message["type"] != "http.request" or not message.get("more_body"):
+                    break
+                if sum(len(m.get("body", b"")) for m in messages) > self._max_body:
+                    # the app answers 413: no need for the rest
+                    break
+            replayed = iter(messages)
+
+            async def replay() -> Message:
+                for message in replayed:
+                    return message
+                return await receive()  # past the body: a disconnect, when it comes
+
+            yield replay
+        finally:
+            self._budget.give(taken)
+
+
+class _Budget:
+    """Bytes that bodies in reading may hold together; a taker waits until they free."""
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._free = total
+        self._freed = trio.lowlevel.ParkingLot()
+
+    async def take(self, size: int) -> int:
+        """Take *size* bytes (at most the whole budget), waiting while fewer are free.
+
+        Returns what was taken. A checkpoint; cancelled, it took nothing.
+        """
+        size = min(size, self._total)  # one message larger than the budget still goes
+        await trio.lowlevel.checkpoint()
+        while self._free < size:
+            await self._freed.park()
+        self._free -= size
+        return size
+
+    def give(self, size: int) -> None:
+        """Give back *size* bytes taken."""
+        self._free += size
+        self._freed.unpark_all()
