@@ -59,7 +59,7 @@ async def worker(url: str, queue: str, expected: int) -> None:
 
     async with (
         client,
-        trioqueue.RedisBackend(url, queue=queue, capacity=CAPACITY) as backend,
+        trioqueue.RedisBackend(url, queue=queue, capacity=CAPACITY, min_idle=30) as backend,
         trioqueue.open_worker_pool(backend, handler, workers=WORKERS) as pool,
     ):
         print("ready", flush=True)

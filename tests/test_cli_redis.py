@@ -606,7 +606,7 @@ def test_enqueue_stores_a_jobs_own_attempts_and_handler_timeout(target):
     assert result.returncode == 0, result.stderr
 
     async def claimed() -> tuple[int | None, float | None]:
-        async with trioqueue.RedisBackend(target.url, queue=target.queue) as backend:
+        async with trioqueue.RedisBackend(target.url, queue=target.queue, min_idle=30) as backend:
             [claim] = await backend.claim(1, lease=30, block=0)
             return claim.job.max_attempts, claim.job.handler_timeout
 

@@ -32,7 +32,7 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[trioqueue.Bac
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     queue = "{h-" + uuid.uuid4().hex[:10] + "}"
-    async with trioqueue.RedisBackend(server.url, queue=queue, capacity=2) as opened:
+    async with trioqueue.RedisBackend(server.url, queue=queue, capacity=2, min_idle=30) as opened:
         yield opened
 
 
@@ -222,7 +222,7 @@ async def test_health_readiness_stats_and_the_openapi_document(backend):
 async def test_an_unreachable_redis_is_503_with_retry_after():
     dead = "redis://127.0.0.1:1"  # nothing listens on port 1
     async with (
-        trioqueue.RedisBackend(dead, queue="{h}") as backend,
+        trioqueue.RedisBackend(dead, queue="{h}", min_idle=30) as backend,
         served(create_app(backend)) as http,
     ):
         refused = await http.post("/jobs", json={"id": "e1", "payload": 1})
@@ -237,7 +237,7 @@ async def test_a_503_says_what_to_do_and_never_where_the_backend_is(caplog):
     ca = ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
     dead = f"rediss://worker:s3cret@127.0.0.1:1/0?ssl_ca_certs={ca}"
     async with (
-        trioqueue.RedisBackend(dead, queue="{h}") as backend,
+        trioqueue.RedisBackend(dead, queue="{h}", min_idle=30) as backend,
         served(create_app(backend)) as http,
     ):
         answers = [

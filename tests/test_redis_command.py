@@ -33,7 +33,7 @@ async def test_a_command_goes_on_the_backends_connection_and_gives_the_reply(
     redis_server: RedisServer,
 ):
     key = queue_name() + ".mine"
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         assert await backend.command("SET", key, "v1") in (b"OK", "OK")
         assert await backend.command("GET", key) == b"v1"
         assert await backend.command("INCRBY", key + ":n", 5) == 5
@@ -47,7 +47,7 @@ async def test_a_refused_command_is_backend_refused_with_the_servers_words(
     redis_server: RedisServer,
 ):
     key = queue_name() + ".list"
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         await backend.command("RPUSH", key, "a")
         with pytest.raises(BackendRefused) as raised:
             await backend.command("INCR", key)
@@ -61,7 +61,7 @@ async def test_a_refused_command_is_backend_refused_with_the_servers_words(
 
 async def test_a_command_to_an_unreachable_redis_is_backend_unavailable():
     url = f"redis://127.0.0.1:{free_port()}/0"
-    async with trioqueue.RedisBackend(url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(url, queue=queue_name(), min_idle=30) as backend:
         with pytest.raises(BackendUnavailable):
             await backend.command("PING")
 
@@ -71,7 +71,7 @@ async def test_handlers_reach_their_pools_redis_even_in_tasks_they_start(
 ):
     name = queue_name()
     seen: list[bool] = []
-    async with trioqueue.RedisBackend(redis_server.url, queue=name) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend:
 
         async def handler(job: trioqueue.Job) -> None:
             redis = trioqueue.current_redis()

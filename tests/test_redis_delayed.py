@@ -34,7 +34,7 @@ async def test_an_idle_consumer_takes_a_job_at_its_due_time_on_the_servers_clock
     redis_server: RedisServer,
 ):
     """Real time: the server's clock and its BLMOVE timeout are the subject."""
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         queue = Queue(backend)
         got: list[trioqueue.Claim] = []
         async with trio.open_nursery() as nursery:
@@ -96,7 +96,7 @@ async def test_a_due_job_that_expired_with_the_key_ttl_is_counted_not_run(
 ):
     clock = Clock()
     async with trioqueue.RedisBackend(
-        redis_server.url, queue=queue_name(), key_ttl=600, clock=clock
+        redis_server.url, queue=queue_name(), key_ttl=600, clock=clock, min_idle=30
     ) as backend:
         queue = Queue(backend)
         await queue.enqueue("x", id="x", delay=100)
@@ -114,7 +114,9 @@ async def test_a_due_job_that_expired_with_the_key_ttl_is_counted_not_run(
 
 async def test_a_stream_source_refuses_a_delay_and_stores_nothing(redis_server: RedisServer):
     stream = "{s-" + uuid.uuid4().hex[:10] + "}"
-    async with trioqueue.RedisBackend(redis_server.url, stream=stream, group="g") as backend:
+    async with trioqueue.RedisBackend(
+        redis_server.url, stream=stream, group="g", min_idle=30
+    ) as backend:
         queue = Queue(backend)
         with pytest.raises(ValueError, match="cannot hold a job until a due time"):
             await queue.enqueue("x", id="x", delay=5)
@@ -123,7 +125,7 @@ async def test_a_stream_source_refuses_a_delay_and_stores_nothing(redis_server: 
 
 
 async def test_a_scheduled_record_reads_back_with_its_due_time(redis_server: RedisServer):
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         queue = Queue(backend)
         await queue.enqueue({"n": 1}, id="j", delay=3600)
         record = await queue.status("j")

@@ -117,7 +117,9 @@ async def test_on_a_full_redis_an_ack_drops_the_result_with_the_reason_and_memor
         records = [await queue.status(job_id) for job_id in accepted]
         stats = await backend.stats()
     assert stats.succeeded == len(accepted)
-    assert used < limit + 512 * 1024, (used, limit)  # not the 12 MB of results
+    # not the 12 MB of results; the rest of the bookkeeping (states, counters, client
+    # buffers) may still take a few hundred KB past the limit
+    assert used < limit + 1024 * 1024, (used, limit)
     dropped = [r for r in records if r is not None and r.result is None]
     assert len(dropped) >= len(accepted) - 2  # at most one result fits, give or take
     for record in dropped:

@@ -31,7 +31,7 @@ async def test_each_level_is_a_list_beside_the_queue_that_a_plain_push_feeds(
     name = queue_name()
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
-        trioqueue.RedisBackend(redis_server.url, queue=name) as backend,
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend,
     ):
         queue = Queue(backend)
         await queue.enqueue("mine", id="mine", priority=2)
@@ -57,7 +57,9 @@ async def test_each_level_is_a_list_beside_the_queue_that_a_plain_push_feeds(
 
 async def test_a_stream_source_refuses_a_priority_and_stores_nothing(redis_server: RedisServer):
     stream = "{s-" + uuid.uuid4().hex[:10] + "}"
-    async with trioqueue.RedisBackend(redis_server.url, stream=stream, group="g") as backend:
+    async with trioqueue.RedisBackend(
+        redis_server.url, stream=stream, group="g", min_idle=30
+    ) as backend:
         queue = Queue(backend)
         with pytest.raises(ValueError, match="a stream source has no priorities"):
             await queue.enqueue("x", id="x", priority=1)
@@ -73,7 +75,7 @@ async def test_a_wake_element_a_blmove_took_is_never_doubled(redis_server: Redis
     name = queue_name()
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
-        trioqueue.RedisBackend(redis_server.url, queue=name) as backend,
+        trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as backend,
     ):
         queue = Queue(backend)
         await queue.enqueue("a", id="a", priority=2)

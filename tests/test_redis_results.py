@@ -45,7 +45,9 @@ async def test_only_jobs_someone_waits_for_send_an_event(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):
     name = queue_name()
-    async with trioqueue.RedisBackend(redis_server.url, queue=name, clock=trio.current_time) as b:
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=name, clock=trio.current_time, min_idle=30
+    ) as b:
         queue = Queue(b)
         await queue.enqueue_many(list(range(20)), ids=[f"j{n}" for n in range(20)])
         async with trioqueue.open_worker_pool(b, echo):
@@ -70,7 +72,7 @@ async def test_only_jobs_someone_waits_for_send_an_event(
 
 async def test_a_wait_does_not_poll_redis(redis_server: RedisServer):
     """Real time: the server's XREAD timer is the subject. Ten waiters, one blocked read."""
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as backend:
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
         queue = Queue(backend)
         ids = [f"w{n}" for n in range(10)]
         await queue.enqueue_many(ids, ids=ids)
@@ -102,7 +104,9 @@ async def test_a_lost_event_is_found_by_a_look_again(
 ):
     """A job finished without an event (a restarted Redis lost it): found within 5 s."""
     name = queue_name()
-    async with trioqueue.RedisBackend(redis_server.url, queue=name, clock=trio.current_time) as b:
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=name, clock=trio.current_time, min_idle=30
+    ) as b:
         queue = Queue(b)
         await queue.enqueue("p", id="quiet")
         async with raw(redis_server) as redis, trio.open_nursery() as nursery:
@@ -127,7 +131,11 @@ async def test_results_of_a_sharded_queue_come_from_every_shard(
     redis_server: RedisServer, autojump_clock: trio.testing.MockClock
 ):
     backend = ShardedBackend.on_redis(
-        redis_server.url, queue=f"s-{uuid.uuid4().hex[:8]}", shards=3, clock=trio.current_time
+        redis_server.url,
+        queue=f"s-{uuid.uuid4().hex[:8]}",
+        shards=3,
+        clock=trio.current_time,
+        min_idle=30,
     )
     async with backend:
         queue = Queue(backend)

@@ -75,24 +75,36 @@ async def test_every_disagreeing_setting_is_named_at_once_before_anything_change
         assert await reader.stored_settings() == stored
 
 
-async def test_min_idle_defaults_to_the_workers_30_seconds_in_either_mode(
+async def test_a_reliable_claim_needs_min_idle_and_producers_and_simple_queues_do_not(
     redis_server: RedisServer,
 ):
-    # as `trioqueue worker --min-idle` does: the library's first line works as the CLI's
-    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name()) as reliable:
-        await Queue(reliable).enqueue("x", id="x")
-        assert (reliable.reliable, reliable.default_lease) == (True, 30.0)
-        [claim] = await reliable.claim(1, lease=reliable.default_lease, block=0)
-        assert claim.job.id == "x"
+    # seed 001: with a recovery set min_idle is required, and a consumer without it
+    # does not start; the default of 30 s belongs to `trioqueue worker --min-idle`
     name = queue_name()
-    async with trioqueue.RedisBackend(redis_server.url, queue=name, reliable=False) as simple:
+    async with trioqueue.RedisBackend(redis_server.url, queue=name) as producer:
+        await Queue(producer).enqueue("x", id="x")  # enqueueing and reading need none
+        assert (await producer.stats()).gauges.queue_depth == 1
+        with pytest.raises(ConfigurationError) as refused:
+            await producer.claim(1, lease=producer.default_lease, block=0)
+    said = str(refused.value)
+    assert "with a recovery set min_idle is required: give min_idle=SECONDS" in said
+    assert "--min-idle defaults to 30" in said
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30) as worker:
+        [claim] = await worker.claim(1, lease=worker.default_lease, block=0)  # nothing lost
+        assert claim.job.id == "x"
+    stream = "{s-" + name.strip("{}") + "}"
+    async with trioqueue.RedisBackend(redis_server.url, stream=stream, group="g") as reader:
+        with pytest.raises(ConfigurationError, match="min_idle is required"):
+            await reader.claim(1, lease=reader.default_lease, block=0)
+    simple_name = queue_name()
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=simple_name, reliable=False
+    ) as simple:
         assert simple.default_lease == 30.0
         await Queue(simple).enqueue("x", id="x")
-    async with trioqueue.RedisBackend(redis_server.url, queue=name) as joiner:
-        await Queue(joiner).enqueue("y", id="y")  # a simple queue needs no min_idle
-        assert not joiner.reliable
+        [claim] = await simple.claim(1, lease=simple.default_lease, block=0)  # no recovery set
     async with trioqueue.RedisBackend(
-        redis_server.url, queue=name, recovery_zset=f"{name}.mine"
+        redis_server.url, queue=simple_name, recovery_zset=f"{simple_name}.mine", min_idle=30
     ) as recovering:
         with pytest.raises(ConfigurationError, match=r"is a simple queue.*drop recovery_zset"):
             await recovering.claim(1, lease=30, block=0)

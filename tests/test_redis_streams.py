@@ -106,7 +106,12 @@ async def test_each_added_entry_is_a_job_even_when_two_are_the_same(
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", start="0", clock=trio.current_time
+            redis_server.url,
+            stream=stream,
+            group="g",
+            start="0",
+            clock=trio.current_time,
+            min_idle=30,
         ) as backend,
     ):
         first = (await raw.xadd(stream, {"page": "/home"})).decode()
@@ -131,7 +136,7 @@ async def test_a_group_created_from_dollar_skips_what_was_there_and_from_zero_re
             group = f"from-{start}"
             async with (
                 trioqueue.RedisBackend(
-                    url, stream=stream, group=group, start=start, clock=clock
+                    url, stream=stream, group=group, start=start, clock=clock, min_idle=30
                 ) as backend,
                 trioqueue.open_worker_pool(backend, collect(seen)),
             ):
@@ -147,8 +152,10 @@ async def test_an_enqueued_job_is_one_entry_that_every_group_runs_under_its_id(
     runs: dict[str, list[trioqueue.Job]] = {"audit": [], "mail": []}
     async with (
         coredis.Redis.from_url(url) as raw,
-        trioqueue.RedisBackend(url, stream=stream, group="mail", clock=clock) as mail,
-        trioqueue.RedisBackend(url, stream=stream, group="audit", start="0", clock=clock) as audit,
+        trioqueue.RedisBackend(url, stream=stream, group="mail", clock=clock, min_idle=30) as mail,
+        trioqueue.RedisBackend(
+            url, stream=stream, group="audit", start="0", clock=clock, min_idle=30
+        ) as audit,
     ):
         receipt = await Queue(mail).enqueue({"to": "ada"}, id="signup-1")
         again = await Queue(mail).enqueue({"to": "ada"}, id="signup-1")
@@ -173,7 +180,12 @@ async def test_delete_done_removes_each_entry_once_its_job_is_finished(
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", delete_done=True, clock=trio.current_time
+            redis_server.url,
+            stream=stream,
+            group="g",
+            delete_done=True,
+            clock=trio.current_time,
+            min_idle=30,
         ) as backend,
     ):
 
@@ -198,7 +210,12 @@ async def test_a_running_job_is_pending_for_its_consumer_with_its_delivery_count
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", consumer="me", clock=trio.current_time
+            redis_server.url,
+            stream=stream,
+            group="g",
+            consumer="me",
+            clock=trio.current_time,
+            min_idle=30,
         ) as backend,
     ):
 
@@ -256,7 +273,9 @@ async def test_a_killed_consumers_job_runs_again_within_min_idle_and_a_sweep(
     stream, min_idle, sweep = tagged("crash"), 1.0, 0.2
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
-        trioqueue.RedisBackend(redis_server.url, stream=stream, group="workers") as backend,
+        trioqueue.RedisBackend(
+            redis_server.url, stream=stream, group="workers", min_idle=30
+        ) as backend,
     ):
         await Queue(backend).enqueue({"n": 1}, id="victim")
         await Queue(backend).enqueue({"n": 2}, id="bystander")
@@ -321,7 +340,12 @@ async def test_an_entry_that_is_not_json_is_a_dead_letter_with_the_reason(
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", start="0", clock=trio.current_time
+            redis_server.url,
+            stream=stream,
+            group="g",
+            start="0",
+            clock=trio.current_time,
+            min_idle=30,
         ) as backend,
     ):
         # trioqueue's own field layout, with a payload that is not JSON
@@ -342,7 +366,12 @@ async def test_an_entry_with_an_empty_id_runs_under_the_entrys_own_id(
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", start="0", clock=trio.current_time
+            redis_server.url,
+            stream=stream,
+            group="g",
+            start="0",
+            clock=trio.current_time,
+            min_idle=30,
         ) as backend,
     ):
         # trioqueue's own field layout, with an id no job can have: another program's
@@ -362,8 +391,8 @@ async def test_a_queue_named_as_a_groups_keys_are_is_refused_whichever_came_firs
     # queue called that: the one that comes second is refused, and nothing is mixed
     for first in ("stream", "list"):
         stream = tagged("s")
-        group = trioqueue.RedisBackend(redis_server.url, stream=stream, group="g")
-        plain = trioqueue.RedisBackend(redis_server.url, queue=f"{stream}:g")
+        group = trioqueue.RedisBackend(redis_server.url, stream=stream, group="g", min_idle=30)
+        plain = trioqueue.RedisBackend(redis_server.url, queue=f"{stream}:g", min_idle=30)
         ours, theirs = (group, plain) if first == "stream" else (plain, group)
         async with ours:
             await Queue(ours).enqueue("a", id="a")
@@ -383,7 +412,7 @@ async def test_a_group_deleted_by_hand_is_made_again_from_the_start(
     async with (
         coredis.Redis.from_url(redis_server.url) as raw,
         trioqueue.RedisBackend(
-            redis_server.url, stream=stream, group="g", clock=trio.current_time
+            redis_server.url, stream=stream, group="g", clock=trio.current_time, min_idle=30
         ) as backend,
     ):
         await Queue(backend).enqueue(1, id="one")
@@ -414,7 +443,9 @@ def test_a_stream_source_refuses_what_it_cannot_be(options: dict[str, Any], matc
 
 
 async def test_configure_is_refused_for_a_stream(redis_server: RedisServer):
-    async with trioqueue.RedisBackend(redis_server.url, stream="s", group="g") as backend:
+    async with trioqueue.RedisBackend(
+        redis_server.url, stream="s", group="g", min_idle=30
+    ) as backend:
         with pytest.raises(ConfigurationError, match="is a stream"):
             await backend.configure(capacity=5)
     assert backend.stream is not None

@@ -44,7 +44,9 @@ async def main() -> None:
         trioqueue.RedisBackend(
             REDIS_URL, queue="{thumbnails}", min_idle=MIN_IDLE, key_ttl=DAY
         ) as thumbnails,
-        trioqueue.RedisBackend(REDIS_URL, stream="{uploads}", group="thumbnailer") as uploads,
+        trioqueue.RedisBackend(
+            REDIS_URL, stream="{uploads}", group="thumbnailer", min_idle=MIN_IDLE
+        ) as uploads,
     ):
         # leaving the block drains the pools from the last one opened to the first:
         # the warm-ups, then the uploads (which publish), then the thumbnails

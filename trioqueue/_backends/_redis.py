@@ -212,11 +212,14 @@ class RedisBackend:
             disagrees with the stored one is refused (`ConfigurationError`)
             before anything is written (reading stats needs no agreement).
             `configure` changes them.
-        min_idle: Seconds a claim stays valid without renewal (the lease); None
-            for 30, the default of ``trioqueue worker --min-idle`` too. Workers
-            renew their claims, so this bounds how long a crash delays a job,
-            not how long a handler may run. In simple mode, how long a crashed
-            worker's job waits before it becomes a dead letter.
+        min_idle: Seconds a claim stays valid without renewal (the lease).
+            Workers renew their claims, so this bounds how long a crash delays a
+            job, not how long a handler may run. Required to claim from a
+            reliable queue or a stream (seed 001: a recovery set needs it; the
+            first claim without it raises `ConfigurationError`); producers and
+            views need none. In simple mode, how long a crashed worker's job
+            waits before it becomes a dead letter; None there is 30 s, the
+            default of ``trioqueue worker --min-idle``.
         recovery_ttl: Seconds an abandoned queue's claims set lives; must
             exceed *min_idle*. None keeps it until the claims are recovered.
         retention: How long finished records are kept (count and age).
@@ -327,6 +330,7 @@ class RedisBackend:
                         f"redelivers, so it has no recovery set; drop {name}, or use "
                         "reliable=True for at-least-once delivery"
                     )
+        self._min_idle_given = min_idle is not None
         min_idle = _DEFAULT_MIN_IDLE if min_idle is None else min_idle
         _seconds("min_idle", min_idle)
         _seconds("recovery_ttl", recovery_ttl)
@@ -927,6 +931,13 @@ class RedisBackend:
         back (``XREAD BLOCK`` on the stream and the group's wake stream, which
         takes nothing: a cancelled wait changes nothing), and claims again.
         """
+        if not self._min_idle_given and self.redelivers:
+            raise ConfigurationError(
+                f"RedisBackend(queue={self._keys.ready!r}) claims from a reliable queue, "
+                "whose claims go to a recovery set, and with a recovery set min_idle is "
+                "required: give min_idle=SECONDS, how long a crashed worker's jobs wait "
+                "before another worker takes them (trioqueue worker --min-idle defaults to 30)"
+            )
         if self._stream is not None:
             return await self._claim_from_stream(self._stream, max_jobs, lease, block)
         ttl, limit = self._claim_limits()
