@@ -8,6 +8,11 @@ the seed's uploads → thumbnails chain.
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +25,7 @@ import trioqueue
 from trioqueue import ConfigurationError, Queue, reply_id
 
 from .redis_time import pass_time
+from .test_cli_redis import HERE, cli, cli_here
 from .test_redis_crashes import start_and_kill_mid_handler
 
 if TYPE_CHECKING:
@@ -451,3 +457,55 @@ async def test_configure_is_refused_for_a_stream(redis_server: RedisServer):
     assert backend.stream is not None
     assert (backend.stream.stream, backend.stream.group) == ("s", "g")
     assert "stream='s'" in repr(backend)
+
+
+def test_the_command_line_runs_a_stream_through_a_group(redis_server: RedisServer) -> None:
+    # seed 001's uploads / thumbnailer, from the shell: a producer and a worker
+    stream = "{up-" + uuid.uuid4().hex[:8] + "}"
+    naming = ["--redis", redis_server.url, "--stream", stream, "--group", "thumbnailer"]
+    lines = "".join(json.dumps({"image": f"{n}.png", "id": f"u{n}"}) + "\n" for n in range(3))
+    added = cli("enqueue", "--id-key", "id", *naming, stdin=lines)
+    assert added.returncode == 0, added.stderr
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "trioqueue", "worker", "cli_handlers:record", *naming],
+        cwd=HERE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            shown = cli_here("stats", "--json", "--interval", "0.05", *naming)
+            assert shown.returncode == 0, shown.stderr
+            if json.loads(shown.stdout)["counters"]["succeeded"] == 3:
+                break
+            assert time.monotonic() < deadline, "the worker did not run the stream's jobs"
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert sorted(line for line in out.splitlines() if line.startswith("ran ")) == [
+        "ran u0",
+        "ran u1",
+        "ran u2",
+    ]
+    assert f"{stream}:thumbnailer" in err  # the worker names what it reads
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--stream", "{s}"], "--stream needs --group too"),
+        (["--group", "g"], "--group needs --stream too"),
+        (["--stream", "{s}", "--group", "g", "--queue", "{q}"], "--queue with --stream"),
+        (["--stream", "{s}", "--group", "g", "--shards", "2"], "--shards with --stream"),
+        (["--stream", "{s}", "--group", "g", "--capacity", "5"], "--capacity with --stream"),
+        (["--stream", "{s}", "--group", "g", "--simple"], "--simple with --stream"),
+    ],
+)
+def test_a_stream_named_by_halves_or_beside_a_queue_is_a_usage_error(options, said):
+    refused = cli_here("stats", "--redis", "redis://127.0.0.1:1", *options)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"trioqueue stats: {said}"), refused.stderr

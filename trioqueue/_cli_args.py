@@ -317,6 +317,16 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend | ShardedBackend:
         "key_ttl": args.key_ttl,
         "max_deliveries": getattr(args, "max_deliveries", 20),
     }
+    if getattr(args, "stream", None) is not None:
+        del options["capacity"]  # a stream has none
+        return RedisBackend(
+            args.redis,
+            stream=args.stream,
+            group=args.group,
+            consumer=args.consumer,
+            delete_done=args.delete_done,
+            **options,
+        )
     if args.shards is not None:
         return ShardedBackend.on_redis(args.redis, queue=args.queue, shards=args.shards, **options)
     return RedisBackend(args.redis, queue=args.queue, **options)
@@ -378,17 +388,51 @@ def resolve_redis_url(args: argparse.Namespace, *, required: bool) -> None:
 
 
 def resolve_queue(args: argparse.Namespace) -> None:
-    """Set ``args.queue`` from ``--queue``, else `QUEUE_ENV`.
+    """Set ``args.queue`` from ``--queue``, else `QUEUE_ENV`; or from ``--stream`` and ``--group``.
+
+    A stream's group keeps its records under ``<stream>:<group>``, which is then
+    ``args.queue``: the name the commands show and the metrics' ``queue`` label.
 
     Raises:
-        UsageError: Neither names a queue.
+        UsageError: Neither names a queue, or a stream is named by halves or
+            beside a queue.
     """
+    stream, group = getattr(args, "stream", None), getattr(args, "group", None)
+    if stream is not None or group is not None:
+        _check_stream_options(args, stream, group)
+        args.queue = f"{stream}:{group}"
+        return
     if args.queue is not None:
         return
     name = os.environ.get(QUEUE_ENV, "").strip()
     if not name:
         raise UsageError(f"no queue: give --queue NAME or set {QUEUE_ENV}, e.g. --queue '{{mail}}'")
     args.queue = name
+
+
+def _check_stream_options(args: argparse.Namespace, stream: str | None, group: str | None) -> None:
+    """Refuse a stream named by halves, or beside a queue, shards or a capacity."""
+    if stream is None or group is None:
+        given, missing = ("--stream", "--group") if group is None else ("--group", "--stream")
+        raise UsageError(
+            f"{given} needs {missing} too: a stream is read through a consumer group, e.g. "
+            "--stream '{uploads}' --group thumbnailer"
+        )
+    for option, value in (
+        ("--queue", args.queue),
+        ("--shards", args.shards),
+        ("--capacity", args.capacity),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"{option} with --stream: a stream source is not a list queue (it has no "
+                f"capacity and is not sharded); give either --stream and --group or {option}"
+            )
+    if args.simple:
+        raise UsageError(
+            "--simple with --stream: a stream's pending entries are always delivered again "
+            "(at-least-once); leave --simple out"
+        )
 
 
 def _read_url_file(path: str) -> str:
@@ -445,6 +489,26 @@ def add_redis_options(parser: argparse.ArgumentParser) -> None:
         help="most jobs on the ready list (default: the queue's own; a new queue gets 1000)",
     )
     add_shards_option(parser)
+    stream = parser.add_argument_group(
+        "stream source", "read a Redis stream through a consumer group instead of a list queue"
+    )
+    stream.add_argument(
+        "--stream",
+        metavar="KEY",
+        help="the stream's key; with --group, instead of --queue (the group's records are "
+        "kept under KEY:GROUP); entries other programs XADD are jobs",
+    )
+    stream.add_argument("--group", metavar="NAME", help="the consumer group (made if missing)")
+    stream.add_argument(
+        "--consumer",
+        metavar="NAME",
+        help="this process's consumer name in the group (default: one of its own)",
+    )
+    stream.add_argument(
+        "--delete-done",
+        action="store_true",
+        help="delete a finished job's entry (XDEL) as well as acknowledging it",
+    )
     parser.add_argument(
         "--min-idle",
         type=seconds,
