@@ -268,6 +268,44 @@ async def test_an_outcome_sent_twice_counts_once(redis_server: RedisServer):
         assert (stats.retries, stats.failed, stats.processed) == (1, 1, 1)
 
 
+@pytest.mark.parametrize("kind", ["ack", "dead", "drop"])
+async def test_a_final_outcome_sent_again_after_a_lost_reply_is_resent_not_stale(
+    redis_server: RedisServer, kind: str
+):
+    # what a pool does when Redis restarted between running its settle and replying
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        await Queue(backend).enqueue("p", id="j")
+        [claim] = await backend.claim(1, lease=30, block=0)
+        error = trioqueue.ErrorInfo(type="RuntimeError", message="boom")
+
+        async def send() -> bool:
+            if kind == "ack":
+                return await backend.ack(claim)
+            if kind == "dead":
+                return await backend.dead_letter(claim, error, reason="boom")
+            return await backend.drop(claim, reason="dropped")
+
+        assert await send()
+        assert await send()  # the same outcome again: it was recorded, nothing changes
+        stats = await backend.stats()
+    assert (stats.stale, stats.resent, stats.processed) == (0, 1, 1)
+
+
+async def test_an_outcome_after_the_lease_ran_out_and_another_run_finished_is_stale(
+    redis_server: RedisServer,
+):
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend:
+        await Queue(backend).enqueue("p", id="j")
+        [first] = await backend.claim(1, lease=0.05, block=0)
+        await trio.sleep(0.2)
+        await backend.sweep()  # the lease ran out: put back
+        [second] = await backend.claim(1, lease=30, block=0)
+        assert await backend.ack(second)
+        assert not await backend.ack(first)  # not this claim's outcome: stale
+        stats = await backend.stats()
+    assert (stats.stale, stats.resent, stats.succeeded) == (1, 0, 1)
+
+
 async def test_retention_never_deletes_a_live_job_that_reused_an_expired_id(
     redis_server: RedisServer,
 ):

@@ -44,6 +44,7 @@ SHARED_COUNTER_NAMES: Final = (
     "released",
     "dead_requeued",
     "stale",
+    "resent",
     "expired",
 )
 """Counters every user of a queue adds to (a shared backend keeps them in one place)."""
@@ -224,6 +225,8 @@ class MetricsSnapshot:
     """Dead letters put back on the queue with fresh attempts."""
     stale: int
     """Outcomes ignored because their claim had been recovered and re-claimed."""
+    resent: int
+    """Outcomes sent again after their reply was lost (an outage), found recorded already."""
     expired: int
     """Jobs that waited longer than the queue's ``key_ttl`` and were forgotten."""
     backend_errors: int
@@ -306,6 +309,7 @@ class Metrics:
     released: int = attrs.field(default=0, init=False)
     dead_requeued: int = attrs.field(default=0, init=False)
     stale: int = attrs.field(default=0, init=False)
+    resent: int = attrs.field(default=0, init=False)
     expired: int = attrs.field(default=0, init=False)
     backend_errors: int = attrs.field(default=0, init=False)
     queue_wait: Histogram = attrs.field(factory=Histogram, init=False)
@@ -329,6 +333,7 @@ class Metrics:
             released=self.released,
             dead_requeued=self.dead_requeued,
             stale=self.stale,
+            resent=self.resent,
             expired=self.expired,
             backend_errors=self.backend_errors,
             gauges=self._gauges(),

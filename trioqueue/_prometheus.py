@@ -107,6 +107,7 @@ QUEUE_TOTAL_HELP: Final = {
     "released": "Unfinished jobs that workers gave back to the queue.",
     "dead_requeued": "Dead letters put back on the queue with fresh attempts.",
     "stale": "Outcomes refused because the job's lease had run out and it had been put back.",
+    "resent": "Outcomes sent again after their reply was lost (an outage), already recorded.",
     "expired": "Jobs that waited longer than the queue's key_ttl and were forgotten.",
 }
 """Each of the queue's running totals (a shared counter of `MetricsSnapshot`,

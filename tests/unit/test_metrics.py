@@ -139,7 +139,7 @@ class TestMetrics:
             for name in counters
             if name not in ("gauges", "queue_wait", "handler_time", "end_to_end")
         ]
-        assert len(counters) == 16
+        assert len(counters) == 17
         for offset, name in enumerate(counters, start=1):
             setattr(metrics, name, offset * 10)
         metrics.queue_wait.observe(0.5)

@@ -320,14 +320,16 @@ local function hold(id, lease)
   redis.call('ZADD', K_HELD, NOW, MARK .. id)
 end
 
-local function unclaim(id)
+-- Ends the job's claim; *token*, when its own outcome ends it, is kept as the record's
+-- 'lt', so that the same outcome sent again (its reply was lost) is told from a stale one.
+local function unclaim(id, token)
   -- the processing list is tiny, except right after an upgrade from the layout that
   -- kept every reliable claim there: then this removes the job's old entry
   redis.call('LREM', K_PROC, 1, MARK .. id)
   redis.call('ZREM', K_CLAIMS, MARK .. id)
   redis.call('ZREM', K_HELD, MARK .. id)
   redis.call('SREM', K_RETRY, id)
-  redis.call('HSET', jobkey(id), 't', '')
+  redis.call('HSET', jobkey(id), 't', '', 'lt', token or '')
 end
 
 -- Take a BLMOVE's landing out of the processing list, with the stamp the sweeper may

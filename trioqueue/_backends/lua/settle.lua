@@ -37,6 +37,11 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
       -- job (before it was requeued from the dead letters or enqueued anew): stale.
       unclaim(id)
       redis.call('HSET', key, 's', 'processing')  -- as the ack below expects
+    elseif holder == '' and redis.call('HGET', key, 'lt') == token then
+      -- this claim's own final outcome, sent again after its reply was lost (Redis
+      -- restarted, the link broke): recorded already, and no lease ran out
+      count('resent')
+      return stamp(NOW - tonumber(redis.call('HGET', key, 'c')))
     else
       count('stale')
       -- a run that outlived its lease (a blocked event loop?): max_deliveries says so
@@ -50,7 +55,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     return age
   end
   if kind == 'requeue' then
-    unclaim(id)
+    unclaim(id, token)
     redis.call('HDEL', key, 'due')
     if redis.call('HGET', key, 'cx') then
       cancel_now(id, CANCELLED_HELD)  -- cancelled while it waited out its backoff
@@ -62,7 +67,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
   if kind == 'cancel' or (kind == 'dead' and redis.call('HGET', key, 'cx')) then
     -- its pool stopped it (or never started it): no attempt ended; or it was cancelled
     -- while its last attempt failed, or while a simple queue's pool stopped: cancelled
-    unclaim(id)
+    unclaim(id, token)
     cancel_now(id, CANCELLED_HELD)
     return age
   end
@@ -79,7 +84,7 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     count('retries')
     return age
   end
-  unclaim(id)
+  unclaim(id, token)
   redis.call('HDEL', key, 'due')  -- a late success may end another run's backoff
   -- first: the retention below may forget the record, and its entry with it
   entry_done(id)
