@@ -22,6 +22,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 if TYPE_CHECKING:
@@ -154,5 +155,32 @@ def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, 
     )
     SCREENSHOT.parent.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOT))
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+
+
+def test_the_dashboard_shows_dead_letters_a_page_at_a_time(service, browser):
+    for n in range(105):  # more than one page of 100
+        assert _post(service, {"id": f"poison-{n:03}", "payload": {"fail": True}}) in (201, 202)
+    browser.get(service)
+    wait = WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(lambda b: _text(b, "g-dead") == "105")
+    browser.find_element(By.ID, "token").send_keys(TOKEN, Keys.TAB)
+
+    def shown(b: webdriver.Chrome) -> int:
+        return len(b.find_elements(By.CSS_SELECTOR, "button[data-requeue]"))
+
+    wait.until(lambda b: shown(b) == 100 and b.find_elements(By.ID, "dead-more"))
+    browser.find_element(By.ID, "dead-more").click()
+    wait.until(lambda b: shown(b) == 105 and not b.find_elements(By.ID, "dead-more"))
+    ids = [
+        button.get_attribute("data-requeue")
+        for button in browser.find_elements(By.CSS_SELECTOR, "button[data-requeue]")
+    ]
+    assert sorted(ids) == [f"poison-{n:03}" for n in range(105)]
+    # the page's refresh (every 5 s) redraws the rows and keeps those "More" showed
+    last = browser.find_elements(By.CSS_SELECTOR, "button[data-requeue]")[-1]
+    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(last))
+    wait.until(lambda b: shown(b) == 105 and not b.find_elements(By.ID, "dead-more"))
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []

@@ -451,17 +451,19 @@ async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
 
 
 async def _dead_letters(backend: trioqueue.Backend, count: int) -> None:
-    """Make *count* dead letters d0, d1, ...: one attempt each, failing."""
-    await trioqueue.Queue(backend).enqueue_many(
-        list(range(count)), ids=[f"d{n}" for n in range(count)]
-    )
+    """Make *count* dead letters d0, d1, ...: one attempt each, failing.
+
+    They are enqueued while the pool runs: more than the backend's capacity wait for room.
+    """
 
     async def failing(job: trioqueue.Job) -> None:
         raise RuntimeError("broken on purpose")
 
     policy = trioqueue.RetryPolicy(max_attempts=1)
     async with trioqueue.open_worker_pool(backend, failing, retry=policy):
-        pass
+        await trioqueue.Queue(backend).enqueue_many(
+            list(range(count)), ids=[f"d{n}" for n in range(count)]
+        )
 
 
 async def test_a_completed_jobs_record_holds_what_its_handler_returned(backend):
@@ -655,6 +657,40 @@ async def test_with_allowed_hosts_a_request_naming_another_host_is_400_and_store
             assert made.status_code in (201, 202), host
     async with served(create_app(backend)) as http:  # None: the server in front checks
         assert (await http.get("/stats", headers={"Host": "any.example"})).status_code == 200
+
+
+async def test_dead_letters_come_in_pages_and_as_summaries_without_payloads(backend):
+    await _dead_letters(backend, 5)
+    async with served(create_app(backend)) as http:
+        seen, cursor, pages = [], None, 0
+        while True:
+            query = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = (await http.get("/dead", params=query)).json()
+            seen += [letter["id"] for letter in page["dead"]]
+            pages += 1
+            cursor = page["next"]
+            if cursor is None:
+                break
+        assert (sorted(seen), pages) == ([f"d{n}" for n in range(5)], 3)
+        assert len(seen) == len(set(seen))
+        summary = (await http.get("/dead", params={"summary": "true"})).json()
+        assert summary["next"] is None
+        [first, *_] = summary["dead"]
+        assert set(first) == {
+            "id",
+            "state",
+            "attempts",
+            "reason",
+            "last_error",
+            "updated_at",
+            "task",
+        }
+        assert "payload" not in first
+        assert first["last_error"] == {"type": "RuntimeError", "message": "broken on purpose"}
+        for query in ({"limit": "0"}, {"limit": "1001"}, {"limit": "x"}, {"cursor": "-1"},
+                      {"cursor": "\u00b2"}, {"summary": "maybe"}):  # fmt: skip
+            refused = await http.get("/dead", params=query)
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_page"), query
 
 
 async def test_metrics_are_the_workers_names_in_the_prometheus_format(backend):

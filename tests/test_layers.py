@@ -73,6 +73,7 @@ TIERS = {
     "http._json": 1,
     "http._batch": 4,
     "http._dead": 4,
+    "http._dead_page": 1,
     "http._metrics": 4,
     "_record_json": 2,
     "_prometheus": 4,

@@ -39,8 +39,17 @@ __all__ = [
     "Renewal",
     "SweepReport",
     "checked_capacity",
+    "checked_page",
     "checked_retention",
 ]
+
+
+def checked_page(offset: int, limit: int | None) -> tuple[int, int | None]:
+    """*offset* and *limit* of a page of dead letters, checked; ValueError if not whole >= 0."""
+    for name, value in (("offset", offset), ("limit", 0 if limit is None else limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"dead_letters({name}={value!r}): give a whole number >= 0")
+    return offset, limit
 
 
 def checked_capacity(owner: str, capacity: int) -> int:
@@ -420,8 +429,15 @@ class Backend(Protocol):
         """
         ...
 
-    async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters, oldest first.
+    async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
+        """The dead letters, oldest first: *limit* of them (None: all) after the first *offset*.
+
+        A page is as of its call: a letter requeued or purged between two calls
+        moves the later ones one place up, so the next page may start one past
+        a letter not yet seen; new dead letters go to the end, and move nothing.
+
+        Raises:
+            ValueError: *offset* or *limit* is negative, or not a whole number.
 
         Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
         """

@@ -397,12 +397,18 @@ class Queue:
         """
         return await self._backend.status(_checked_id("status", job_id))
 
-    async def dead_letters(self) -> list[JobRecord]:
+    async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
         """The dead letters, oldest first, each with its attempts, last error and reason.
+
+        *limit* of them (None: all) after the first *offset*: a page (see
+        `Backend.dead_letters` for what a page sees when letters come and go).
+
+        Raises:
+            ValueError: *offset* or *limit* is negative, or not a whole number.
 
         Always checkpoints; it only reads, so a cancellation changes nothing.
         """
-        return await self._backend.dead_letters()
+        return await self._backend.dead_letters(offset=offset, limit=limit)
 
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget the dead letter *job_id*, or every dead letter; return how many.

@@ -201,3 +201,28 @@ async def test_purge_dead_forgets_dead_letters_but_not_their_count(make_backend,
     snap = await queue.stats()
     assert (snap.dead_lettered, snap.gauges.dead) == (3, 0)
     assert snap.conserved
+
+
+async def test_dead_letters_come_a_page_at_a_time_oldest_first(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise Boom("always")
+
+    for i in range(5):  # one at a time: the order they die in is the order they came
+        await queue.enqueue(i, id=f"d{i}")
+        async with trioqueue.open_worker_pool(backend, handler, retry=RetryPolicy(max_attempts=1)):
+            pass
+        await trio.sleep(1)
+    every = [r.id for r in await queue.dead_letters()]
+    assert every == ["d0", "d1", "d2", "d3", "d4"]
+    pages = [[r.id for r in await queue.dead_letters(offset=o, limit=2)] for o in (0, 2, 4, 6)]
+    assert pages == [["d0", "d1"], ["d2", "d3"], ["d4"], []]
+    assert [r.id for r in await queue.dead_letters(offset=3)] == ["d3", "d4"]
+    assert await queue.dead_letters(limit=0) == []
+    assert await queue.purge_dead("d1") == 1  # what is left moves up one place
+    assert [r.id for r in await queue.dead_letters(offset=1, limit=2)] == ["d2", "d3"]
+    for bad in ({"offset": -1}, {"limit": -1}, {"limit": 1.5}, {"offset": True}):
+        with pytest.raises(ValueError, match="give a whole number >= 0"):
+            await queue.dead_letters(**bad)

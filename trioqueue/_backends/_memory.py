@@ -23,6 +23,7 @@ from .._backend import (
     Renewal,
     SweepReport,
     checked_capacity,
+    checked_page,
     checked_retention,
 )
 from .._exceptions import IdempotencyConflict, JobNotFound, QueueFull
@@ -494,10 +495,12 @@ class MemoryBackend:
         finally:
             self._waiters.close(inbox)
 
-    async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters, oldest first."""
+    async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
+        """The dead letters, oldest first; see `Backend.dead_letters`."""
+        offset, limit = checked_page(offset, limit)
         await trio.lowlevel.checkpoint()
-        return [self._records[job_id].record(self._wall_offset()) for job_id in self._dead]
+        page = itertools.islice(self._dead, offset, None if limit is None else offset + limit)
+        return [self._records[job_id].record(self._wall_offset()) for job_id in page]
 
     async def purge_dead(self, job_id: str | None = None) -> int:
         """Forget one dead letter, or all of them; return how many were forgotten."""

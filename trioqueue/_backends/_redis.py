@@ -27,6 +27,7 @@ from .._backend import (
     Renewal,
     SweepReport,
     checked_capacity,
+    checked_page,
     checked_retention,
 )
 from .._exceptions import (
@@ -725,9 +726,15 @@ class RedisBackend:
         """Jobs accepted and not finished: ready, stored, or claimed."""
         return int(await self._run("pending"))
 
-    async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters, oldest first."""
-        ids = [text(i) for i in reversed(await self._conn.list_items(self._keys.dead))]
+    async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
+        """The dead letters, oldest first; see `Backend.dead_letters`."""
+        offset, limit = checked_page(offset, limit)
+        # the list's head is its newest: the oldest first are read from its tail
+        stop = -1 - offset
+        start = 0 if limit is None else stop - limit + 1
+        if limit == 0:
+            return []
+        ids = [text(i) for i in reversed(await self._conn.list_items(self._keys.dead, start, stop))]
         found = await self._conn.hashes([self._keys.job_prefix + job_id for job_id in ids])
         return [
             decode_record(job_id, fields)

@@ -52,8 +52,8 @@ class Connection(Protocol):
     async def hashes(self, keys: Sequence[str]) -> list[dict[bytes, bytes]]:
         """``HGETALL`` of each key, in one round trip."""
 
-    async def list_items(self, key: str) -> list[bytes]:
-        """``LRANGE key 0 -1``."""
+    async def list_items(self, key: str, start: int = 0, stop: int = -1) -> list[bytes]:
+        """``LRANGE key start stop``: by default every element, head first."""
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS keys...``."""

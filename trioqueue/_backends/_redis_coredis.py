@@ -119,10 +119,10 @@ class CoredisConnection(ConnectionBase["coredis.Redis[bytes]"]):
                 reads = [pipe.hgetall(key) for key in keys]
             return [await read for read in reads]
 
-    async def list_items(self, key: str) -> list[bytes]:
-        """``LRANGE key 0 -1``: every element of a list, head first."""
+    async def list_items(self, key: str, start: int = 0, stop: int = -1) -> list[bytes]:
+        """``LRANGE key start stop``: by default every element of a list, head first."""
         async with self._refused("LRANGE"):
-            return list(await self.client.lrange(key, 0, -1))
+            return list(await self.client.lrange(key, start, stop))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""

@@ -336,10 +336,10 @@ class GlideConnection(ConnectionBase[Client]):
             replies = await client.exec(batch, raise_on_error=True)
         return list(replies or [])
 
-    async def list_items(self, key: str) -> list[bytes]:
-        """``LRANGE key 0 -1``: every element of a list, head first."""
+    async def list_items(self, key: str, start: int = 0, stop: int = -1) -> list[bytes]:
+        """``LRANGE key start stop``: by default every element of a list, head first."""
         async with self._explained("LRANGE"):
-            return list(await self.client.lrange(key, 0, -1))
+            return list(await self.client.lrange(key, start, stop))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""

@@ -175,9 +175,9 @@ class HiredisConnection(ConnectionBase[RespPool]):
                 raise await self._refusal("HGETALL", reply) from reply
         return [_pairs(reply) for reply in replies]
 
-    async def list_items(self, key: str) -> list[bytes]:
-        """``LRANGE key 0 -1``: every element of a list, head first."""
-        return list(await self._command("LRANGE", key, 0, -1))
+    async def list_items(self, key: str, start: int = 0, stop: int = -1) -> list[bytes]:
+        """``LRANGE key start stop``: by default every element of a list, head first."""
+        return list(await self._command("LRANGE", key, start, stop))
 
     async def exists(self, *keys: str) -> int:
         """``EXISTS``: how many of *keys* exist."""

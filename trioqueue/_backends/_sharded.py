@@ -37,6 +37,7 @@ from .._backend import (
     Renewal,
     SweepReport,
     checked_capacity,
+    checked_page,
 )
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
@@ -315,10 +316,18 @@ class ShardedBackend:
         """Jobs accepted and not finished, in all shards."""
         return sum([await shard.pending() for shard in self._shards])
 
-    async def dead_letters(self) -> list[JobRecord]:
-        """The dead letters of every shard, oldest first."""
-        found = [record for shard in self._shards for record in await shard.dead_letters()]
-        return sorted(found, key=lambda record: record.updated_at)
+    async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
+        """The dead letters of every shard, oldest first; see `Backend.dead_letters`.
+
+        A page reads up to *offset* + *limit* letters of each shard, and merges them.
+        """
+        offset, limit = checked_page(offset, limit)
+        most = None if limit is None else offset + limit
+        found = [
+            record for shard in self._shards for record in await shard.dead_letters(limit=most)
+        ]
+        ordered = sorted(found, key=lambda record: record.updated_at)
+        return ordered[offset : None if limit is None else offset + limit]
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back on its shard; see `Backend.requeue_dead`."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._backend import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
+from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY
 from ._jobs import error, unavailable
 from ._json import JSONResponse
 
@@ -24,6 +25,29 @@ if TYPE_CHECKING:
     from ._access import Access
 
 __all__ = ["AdminActions"]
+
+
+def _whole(text: str) -> bool:
+    """Whether *text* is a whole number in ASCII digits, of at most 12."""
+    return text.isascii() and text.isdigit() and len(text) <= 12
+
+
+def _page(request: Request) -> tuple[int, int, bool] | JSONResponse:
+    """The offset, limit and summary flag a ``GET /dead`` asks for, or the 400 saying why not."""
+    query = request.query_params
+    limit_text, cursor = query.get("limit", str(DEFAULT_PAGE)), query.get("cursor", "0")
+    if not (_whole(limit_text) and 1 <= int(limit_text) <= MAX_PAGE):
+        return error(400, "bad_page", f"limit is a whole number from 1 to {MAX_PAGE}")
+    if not _whole(cursor):
+        return error(
+            400,
+            "bad_page",
+            'cursor is the "next" of the page before; leave it out for the first page',
+        )
+    summary = query.get("summary", "false").lower()
+    if summary not in ("true", "false", "1", "0"):
+        return error(400, "bad_page", "summary is true or false")
+    return int(cursor), int(limit_text), summary in ("true", "1")
 
 
 class AdminActions:
@@ -41,15 +65,28 @@ class AdminActions:
         return await self.list(request)
 
     async def list(self, request: Request) -> JSONResponse:
-        """``GET /dead``: every dead letter, oldest first."""
+        """``GET /dead``: a page of the dead letters, oldest first, and the next page's cursor.
+
+        ``?limit=N`` (1 to `MAX_PAGE`, default `DEFAULT_PAGE`), ``?cursor=C`` from the
+        last page's ``next``, ``?summary=true`` for each letter without its payload,
+        result and traceback (what the dashboard shows).
+        """
         refused = self._access.refuse_read(request)
         if refused is not None:
             return refused
-        try:
-            records = await self._queue.dead_letters()
+        page = _page(request)
+        if isinstance(page, JSONResponse):
+            return page
+        offset, limit, summary = page
+        try:  # one more than asked: whether there is a next page
+            records = await self._queue.dead_letters(offset=offset, limit=limit + 1)
         except BackendUnavailable as exc:
             return unavailable(exc, "try again")
-        return JSONResponse({"dead": [self._access.record(record) for record in records]})
+        shown = [self._access.record(record) for record in records[:limit]]
+        if summary:
+            shown = [{name: letter.get(name) for name in SUMMARY} for letter in shown]
+        more = len(records) > limit
+        return JSONResponse({"dead": shown, "next": str(offset + limit) if more else None})
 
     async def requeue(self, request: Request) -> JSONResponse:
         """``POST /dead/{id}/requeue``: one dead letter back with fresh attempts."""
@@ -72,7 +109,7 @@ class AdminActions:
             return refused
         requeued: list[str] = []
         try:
-            for record in await self._queue.dead_letters():
+            for record in await self._queue.dead_letters():  # all of them, not a page
                 try:
                     await self._queue.requeue_dead(record.id)
                 except JobNotFound:  # purged or requeued by someone else meanwhile

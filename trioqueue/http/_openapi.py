@@ -6,6 +6,7 @@ from typing import Any
 
 from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
 from .._util import MAX_DELAY
+from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY
 
 __all__ = ["openapi_document"]
 
@@ -83,7 +84,20 @@ _RECORD: dict[str, Any] = {
             "description": "Why a completed job's return value was not stored.",
         },
         "deduplicated": {"type": "boolean"},
+        "task": {
+            "type": ["string", "null"],
+            "description": "The handler the job asks for, in a pool of several; null for any.",
+        },
     },
+}
+
+
+_DEAD_SUMMARY: dict[str, Any] = {
+    "type": "object",
+    "description": "A dead letter without its payload, result or traceback (summary=true).",
+    "required": list(SUMMARY),
+    "additionalProperties": False,
+    "properties": {name: _RECORD["properties"].get(name, {}) for name in SUMMARY},
 }
 
 
@@ -320,21 +334,61 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             },
             "/dead": {
                 "get": {
-                    "summary": "The dead letters, oldest first (the token, if the service has one)",
+                    "summary": "A page of the dead letters, oldest first (the token, if the "
+                    "service has one)",
                     "security": [{}, {"admin": []}],
+                    "parameters": [
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "description": f"Dead letters on the page ({DEFAULT_PAGE} unless "
+                            "given).",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+                        },
+                        {
+                            "name": "cursor",
+                            "in": "query",
+                            "required": False,
+                            "description": "The next of the page before; none for the first.",
+                            "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+                        },
+                        {
+                            "name": "summary",
+                            "in": "query",
+                            "required": False,
+                            "description": "true: each letter without its payload and result.",
+                            "schema": {"type": "boolean"},
+                        },
+                    ],
                     "responses": {
                         **_READ,
                         "200": _json(
                             {
                                 "type": "object",
+                                "required": ["dead", "next"],
                                 "properties": {
                                     "dead": {
                                         "type": "array",
-                                        "items": {"$ref": "#/components/schemas/Record"},
-                                    }
+                                        "items": {
+                                            "anyOf": [
+                                                {"$ref": "#/components/schemas/Record"},
+                                                _DEAD_SUMMARY,
+                                            ]
+                                        },
+                                    },
+                                    "next": {
+                                        "type": ["string", "null"],
+                                        "description": "The cursor of the next page; null on "
+                                        "the last.",
+                                    },
                                 },
                             },
-                            "The dead letters.",
+                            "A page of dead letters, whole or summed up.",
+                        ),
+                        "400": _error(
+                            "A limit, cursor or summary out of range (bad_page), or a Host "
+                            "this service does not answer to; the message says which."
                         ),
                         "503": _UNAVAILABLE,
                     },
