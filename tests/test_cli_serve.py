@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 
 import trioqueue
@@ -162,6 +163,48 @@ def test_in_memory_without_a_handler_it_warns_and_a_stop_with_jobs_left_exits_3(
     assert process.returncode == 3, err
     assert "no --handler: nothing in this process runs the jobs it accepts" in err
     assert "1 accepted jobs were never run" in err
+
+
+def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503():
+    """No handler, a client that never stops: the backlog stops at --max-memory."""
+    process, base = start("--max-memory", "1", "--capacity", "2")
+    payload = {"blob": "x" * 200_000}  # five of them fill 1 MiB
+    try:
+        statuses = [post(base, {"id": f"big-{n}", "payload": payload})[0] for n in range(8)]
+        assert statuses[:2] == [201, 201]  # the ready queue's capacity
+        assert set(statuses[2:4]) == {202}  # stored beyond it, within the memory
+        assert statuses[-1] == 503
+        asked = urllib.request.Request(
+            base + "/jobs",
+            data=json.dumps({"id": "one-more", "payload": payload}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(asked, timeout=10)
+        body = json.loads(refused.value.read())
+        assert (refused.value.code, refused.value.headers["Retry-After"]) == (503, "1")
+        assert body["error"] == "full"
+        assert "--max-memory" in body["message"]
+        held = statuses.count(201) + statuses.count(202)
+        assert 4 <= held <= 5
+        stats = get(base, "/stats")
+        assert stats["enqueued"] == held  # nothing refused was stored
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+def test_max_memory_is_for_a_queue_in_memory_only():
+    command = ["serve", "--max-memory", "64", "--redis", "redis://127.0.0.1:1", "--queue", "q"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "trioqueue", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "maxmemory" in refused.stderr
 
 
 @UNREAD_BODY

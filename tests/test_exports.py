@@ -39,6 +39,7 @@ EXPECTED = {
     "JobRecord",
     "JobState",
     "MemoryBackend",
+    "MemoryFull",
     "Metrics",
     "MetricsSnapshot",
     "MissedTicks",

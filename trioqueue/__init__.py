@@ -34,6 +34,7 @@ from ._exceptions import Drop as Drop
 from ._exceptions import IdempotencyConflict as IdempotencyConflict
 from ._exceptions import InvalidTransition as InvalidTransition
 from ._exceptions import JobNotFound as JobNotFound
+from ._exceptions import MemoryFull as MemoryFull
 from ._exceptions import QueueFull as QueueFull
 from ._exceptions import Retry as Retry
 from ._exceptions import TrioqueueError as TrioqueueError
@@ -97,6 +98,7 @@ __all__ = [
     "JobRecord",
     "JobState",
     "MemoryBackend",
+    "MemoryFull",
     "Metrics",
     "MetricsSnapshot",
     "MissedTicks",

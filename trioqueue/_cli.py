@@ -22,6 +22,7 @@ import trio
 
 from ._backend import AddMode
 from ._cli_args import (
+    SERVE_MAX_MEMORY_MIB,
     NotThere,
     UsageError,
     add_queue_option,
@@ -486,6 +487,14 @@ def _add_serve(commands: argparse._SubParsersAction[_Parser]) -> None:
     add_shards_option(serve)
     serve.add_argument(
         "--capacity", type=positive_int, help="ready-queue capacity (memory default: 1000)"
+    )
+    serve.add_argument(
+        "--max-memory",
+        type=positive_int,
+        metavar="MIB",
+        help=f"in memory, the most MiB the jobs and kept records may hold; beyond it POST "
+        f"/jobs answers 503 until workers free room (default {SERVE_MAX_MEMORY_MIB}; on "
+        "Redis, its own maxmemory bounds it)",
     )
     serve.set_defaults(run=_serve, log_level=logging.INFO, min_idle=30.0, simple=None, key_ttl=None)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUEUE_ENV",
     "REDIS_URL_ENV",
+    "SERVE_MAX_MEMORY_MIB",
     "NotThere",
     "UsageError",
     "add_queue_option",
@@ -50,6 +51,9 @@ QUEUE_ENV: Final = "TRIOQUEUE_QUEUE"
 
 REDIS_URL_ENV: Final = "TRIOQUEUE_REDIS_URL"
 """The environment variable a Redis command takes its URL from, after ``--redis-url-file``."""
+
+SERVE_MAX_MEMORY_MIB: Final = 256
+"""MiB of jobs and records ``trioqueue serve`` holds in memory unless ``--max-memory``."""
 
 # C0 and C1 controls, DEL, the line and paragraph separators and the bidirectional
 # overrides: each shown as Python writes it in a string, e.g. \x1b, \n, \u202e

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from ._backends._memory import MemoryBackend
-from ._cli_args import UsageError, load_handler, redis_backend
+from ._cli_args import SERVE_MAX_MEMORY_MIB, UsageError, load_handler, redis_backend
 from ._pool import open_worker_pool
 from ._retry import RetryPolicy
 
@@ -63,13 +63,19 @@ async def run_serve(args: argparse.Namespace) -> int:
             f"{ADMIN_TOKEN_ENV}), bind to 127.0.0.1, or add --insecure if a proxy in front "
             "guards it"
         )
+    if args.redis is not None and args.max_memory is not None:
+        raise UsageError(
+            "--max-memory bounds a queue in memory; on Redis, its own maxmemory does: "
+            "leave --max-memory out, or --redis"
+        )
     handler = load_handler(args.handler) if args.handler else None
     backend: Backend
     async with contextlib.AsyncExitStack() as stack:
         if args.redis is not None:
             backend = await stack.enter_async_context(redis_backend(args))
         else:
-            backend = MemoryBackend(args.capacity or 1000)
+            max_memory = args.max_memory or SERVE_MAX_MEMORY_MIB
+            backend = MemoryBackend(args.capacity or 1000, max_bytes=max_memory * 1024 * 1024)
         app = create_app(
             backend,
             max_body=args.max_body,

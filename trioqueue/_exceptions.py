@@ -19,6 +19,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidTransition",
     "JobNotFound",
+    "MemoryFull",
     "QueueFull",
     "Retry",
     "TrioqueueError",
@@ -43,6 +44,37 @@ class QueueFull(TrioqueueError):
             "to wait for room, submit() to store the job and schedule it later, or raise "
             "the backend's capacity"
         )
+
+
+def _bytes_text(count: int) -> str:
+    """*count* bytes the way a person reads them: 512 bytes, 64 KiB, 1.5 MiB."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{count} bytes"
+
+
+class MemoryFull(QueueFull):
+    """A `MemoryBackend` holds all the bytes its *max_bytes* allows; nothing was accepted.
+
+    Its unfinished jobs and dead letters fill the budget (finished records give
+    way to new jobs first). `Queue.enqueue` waits instead; workers finishing
+    jobs, or purging dead letters, make room. A subclass of `QueueFull`, so code
+    that handles a full queue handles this too.
+    """
+
+    def __init__(self, capacity: int, max_bytes: int, size: int) -> None:
+        TrioqueueError.__init__(
+            self,
+            f"the memory backend holds as much as its max_bytes "
+            f"({_bytes_text(max_bytes)}) allows, and this job takes {_bytes_text(size)} "
+            "more; nothing was accepted. Use enqueue() to wait for workers to finish "
+            "jobs, purge dead letters, or give the backend a larger max_bytes "
+            "(trioqueue serve --max-memory)",
+        )
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.size = size
 
 
 class IdempotencyConflict(TrioqueueError, ValueError):

@@ -122,6 +122,6 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
         elif isinstance(result, Receipt):
             status = 200 if result.deduplicated else 201 if result.queued else 202
             answers.append({"status": status, **receipt_json(result)})
-        else:  # QueueFull: submit never meets one, but say so if a backend did
+        else:  # QueueFull: a memory backend's budget (MemoryFull) is full; nothing stored
             answers.append({"status": 503, "error": "full", "message": str(result)})
     return JSONResponse({"results": answers})

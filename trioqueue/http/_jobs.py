@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import attrs
 
-from .._exceptions import BackendUnavailable, IdempotencyConflict
+from .._exceptions import BackendUnavailable, IdempotencyConflict, QueueFull
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -253,6 +253,8 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
         )
     except (TypeError, ValueError) as exc:
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
+    except QueueFull as exc:  # submit meets one only as a memory budget's MemoryFull
+        return error(503, "full", f"{exc}; send it again after Retry-After seconds")
     except BackendUnavailable as exc:
         return unavailable(exc, "nothing was stored: send it again")
     if receipt.deduplicated:  # the stored record, to a client that may read it
