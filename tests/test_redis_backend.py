@@ -409,6 +409,55 @@ async def test_an_unfed_queue_expires_with_its_jobs(redis_server: RedisServer):
         assert not receipt.deduplicated
 
 
+async def test_a_queue_fed_in_time_keeps_every_waiting_job(redis_server: RedisServer):
+    """Seed 001: a queue that is used never expires, and nothing in it does (real time)."""
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), capacity=4, min_idle=30, key_ttl=0.4
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("later", id="later", delay=0.2)
+        for n in range(12):  # 1.8 s in all: over four key TTLs, fed every 0.15 s
+            await queue.submit({"n": n}, id=f"j{n}")  # past 4, stored unqueued
+            await trio.sleep(0.15)
+        for n in range(12):
+            assert await client.exists([backend.keys.job_prefix + f"j{n}"]) == 1, n
+        claimed: list[str] = []
+        while batch := await backend.claim(5, lease=30, block=0):
+            claimed += [claim.job.id for claim in batch]
+            for claim in batch:
+                assert await backend.ack(claim)
+            await backend.sweep()  # the stored ones go on as room frees
+        assert sorted(claimed) == sorted([f"j{n}" for n in range(12)] + ["later"])
+        stats = await backend.stats()
+        assert (stats.expired, stats.succeeded) == (0, 13)
+        assert stats.conserved
+
+
+async def test_a_job_of_an_expired_queue_is_not_found_as_a_duplicate(redis_server: RedisServer):
+    """Its record may outlive the queue by up to a key TTL; its id starts a new job."""
+    async with (
+        trioqueue.RedisBackend(
+            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
+        ) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue({"n": 1}, id="j")
+        await wait_until_gone(client, backend.keys.ready)  # the queue expired, unfed
+        assert await client.pttl(backend.keys.job_prefix + "j") > 0  # the record lingers
+        receipt = await queue.enqueue({"n": 1}, id="j")
+        assert not receipt.deduplicated
+        [claim] = await backend.claim(5, lease=30, block=0)
+        assert claim.job.id == "j"
+        assert await backend.ack(claim)
+        stats = await backend.stats()
+        assert (stats.enqueued, stats.expired, stats.succeeded) == (2, 1, 1)
+        assert stats.conserved
+
+
 async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisServer):
     async with (
         trioqueue.RedisBackend(

@@ -228,7 +228,7 @@ class MetricsSnapshot:
     resent: int
     """Outcomes sent again after their reply was lost (an outage), found recorded already."""
     expired: int
-    """Jobs that waited longer than the queue's ``key_ttl`` and were forgotten."""
+    """Jobs a queue with ``key_ttl`` forgot: its record expired or vanished before it ran."""
     backend_errors: int
     """Calls a pool made to an unreachable backend, and retried (this process only)."""
     gauges: Gauges

@@ -108,7 +108,7 @@ QUEUE_TOTAL_HELP: Final = {
     "dead_requeued": "Dead letters put back on the queue with fresh attempts.",
     "stale": "Outcomes refused because the job's lease had run out and it had been put back.",
     "resent": "Outcomes sent again after their reply was lost (an outage), already recorded.",
-    "expired": "Jobs that waited longer than the queue's key_ttl and were forgotten.",
+    "expired": "Jobs a queue with key_ttl forgot: its record expired or vanished before it ran.",
 }
 """Each of the queue's running totals (a shared counter of `MetricsSnapshot`,
 exported as the gauge ``trioqueue_queue_<name>``) and what it counts."""

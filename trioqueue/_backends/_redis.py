@@ -235,10 +235,11 @@ class RedisBackend:
             queue's default), False for a simple, at-most-once queue.
         key_ttl: Seconds an unfed queue lives; a new queue without one lives
             for ever. Opt-in, because it loses jobs on purpose: every enqueue
-            keeps the queue alive *key_ttl* seconds more, and a job still
-            waiting *key_ttl* seconds after it was queued is forgotten
-            (counted as ``expired``), so a queue nobody fed for that long
-            disappears with the jobs left in it. Claimed jobs and dead letters
+            keeps the queue alive *key_ttl* seconds more, with every job
+            waiting in it (a queue that is used never expires, as seed 001
+            says), and a queue nobody fed for that long disappears with the
+            jobs left in it; their records may linger up to *key_ttl* more,
+            run by nothing. Claimed jobs and dead letters
             never expire, nor do the counters and the claim-token sequence
             (two small keys); finished records follow the retention, else
             expire after *key_ttl* too.

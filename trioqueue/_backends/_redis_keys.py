@@ -42,7 +42,7 @@ def hash_slot(key: str | bytes) -> int:
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
     ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
-    ".priority+2", ".priority+1", ".priority-1", ".priority-2",
+    ".priority+2", ".priority+1", ".priority-1", ".priority-2", ".expiry",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -105,6 +105,9 @@ class RedisKeys:
     levels: tuple[str, ...] = ()
     """Lists of ready jobs of the other priorities, as *ready* is: ``<queue>.priority+2``,
     ``+1``, ``-1`` and ``-2``, in that order (see `level`)."""
+    expiry: str = ""
+    """With a key TTL: sorted set of waiting jobs' ids, scored by when their records
+    expire; each push keeps the records that would expire before the queue."""
     stream: str = ""
     """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
     wake: str = ""
@@ -144,6 +147,7 @@ class RedisKeys:
             events=f"{queue}.events",
             job_prefix=f"{queue}{JOB_INFIX}",
             levels=tuple(f"{queue}.priority{p:+d}" for p in PRIORITIES if p),
+            expiry=f"{queue}.expiry",
         )
         return keys
 
@@ -193,6 +197,7 @@ class RedisKeys:
             self.scheduled,
             self.events,
             *self.levels,
+            self.expiry,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

@@ -74,8 +74,9 @@ FLAGS: Final = {
 CHECKED: Final = {
     # the ready lists, the processing list (whether the wake element landed), the
     # unqueued list, the finished set, the counters, the token sequence, the config and
-    # the scheduled set: never the claims, held, retrying, suspect, dead or events keys
-    "add": (1, 2, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18),
+    # the scheduled set, the expiry set: never the claims, held, retrying, suspect, dead
+    # or events keys
+    "add": (1, 2, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18, 19),
 }
 """The queue keys (positions in KEYS) a script can touch, where that is not every key.
 

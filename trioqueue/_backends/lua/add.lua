@@ -34,6 +34,14 @@ for i = 9, #ARGV, 6 do
     if due <= NOW then due = nil end
   end
   local existing = redis.call('HGET', key, 'h')
+  if existing and KEY_TTL_MS and not redis.call('ZSCORE', K_EXP, id)
+    and redis.call('PTTL', key) > 0 and not is_finished(redis.call('HGET', key, 's')) then
+    -- a job of a queue that expired unfed: its record lingers until its own TTL, but
+    -- nothing refers to it any more (see keep); this id starts a new job
+    redis.call('DEL', key)
+    count('expired')
+    existing = nil
+  end
   if existing then
     if existing == hash then
       counts.deduplicated = counts.deduplicated + 1

@@ -92,7 +92,10 @@ local function take(element, fresh, priority)
   redis.call('HSET', key, 's', 'processing', 'q', 0, 't', token, 'u', stamp(NOW),
     'k', stamp(NOW))
   hold(id, lease)
-  if KEY_TTL_MS then redis.call('PERSIST', key) end  -- a claimed job never expires
+  if KEY_TTL_MS then  -- a claimed job never expires
+    redis.call('PERSIST', key)
+    unkeep(id)
+  end
   local rec = redis.call('HMGET', key, 'p', 'a', 'r', 'o', 'pr')
   out[#out + 1] = {id, rec[1], rec[2], token, rec[3], '0', rec[4] or '', rec[5] or ''}
 end

@@ -1,7 +1,8 @@
 -- Shared by every trioqueue script. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
 --       suspects, held, retrying, scheduled, events, the ready lists of priorities
---       +2, +1, -1 and -2; for a stream source also the stream and its wake stream
+--       +2, +1, -1 and -2, expiry; for a stream source also the stream and its wake
+--       stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
@@ -27,16 +28,18 @@ local K_EVENTS = KEYS[14]
 -- so a job put on another level when K_READY is empty pushes the wake element there
 -- (see wake_for_levels).
 local LEVELS = {KEYS[15], KEYS[16], K_READY, KEYS[17], KEYS[18]}
+-- With a key TTL: the waiting jobs' ids, scored by when their records expire (see keep)
+local K_EXP = KEYS[19]
 -- Every key a script uses must hold what trioqueue puts there (or nothing yet): a key
 -- changed by hand is refused here, before any write, never half-way through a script.
 -- CHECKED (set ahead of this prelude) names the keys a script uses, by position, when
 -- it uses fewer than all (each TYPE costs a hot script several per cent of its time).
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
-  'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list'}
-local checked = CHECKED or {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}
-if KEYS[19] then
-  KINDS[19], KINDS[20] = 'stream', 'stream'
-  checked[#checked + 1], checked[#checked + 2] = 19, 20
+  'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list', 'zset'}
+local checked = CHECKED or {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+if KEYS[20] then
+  KINDS[20], KINDS[21] = 'stream', 'stream'
+  checked[#checked + 1], checked[#checked + 2] = 20, 21
 end
 for _, i in ipairs(checked) do
   local found = redis.call('TYPE', KEYS[i])['ok']
@@ -62,7 +65,7 @@ local SIMPLE = ARGV[6] == 'simple'
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
 -- process reads as CONSUMER; the ready list holds only jobs to deliver again.
-local K_STREAM, K_WAKE = KEYS[19], KEYS[20]
+local K_STREAM, K_WAKE = KEYS[20], KEYS[21]
 local GROUP = table.remove(ARGV, 8)
 local CONSUMER = table.remove(ARGV, 8)
 local GROUP_START = table.remove(ARGV, 8)
@@ -82,7 +85,7 @@ local SHARED = {'capacity', 'mode', 'key_ttl'}
 local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source')
 -- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
 -- that name has too: the keys belong to the kind of source that wrote first.
-local SOURCE = KEYS[19] and 'stream' or 'list'
+local SOURCE = KEYS[20] and 'stream' or 'list'
 if agreed[5] and agreed[5] ~= SOURCE then
   return redis.error_reply('TRIOQUEUE_SOURCE ' .. agreed[5])
 end
@@ -172,14 +175,40 @@ end
 -- numbered up to the last token given so far belong to earlier lives (its 'lf').
 local function life_from() return redis.call('GET', K_SEQ) or '0' end
 
--- Keep the queue's own keys alive KEY_TTL from now (a push feeds the queue).
+-- With a key TTL, a waiting job's record lives as long as its queue, as seed 001 asks
+-- (a list's TTL covers all it holds). Pushing every record's expiry on at each feed
+-- would cost a write per waiting job; instead a record expires two key TTLs after it
+-- was last kept (after its due time, for a delayed job), and each feed keeps again
+-- the records that would expire within one key TTL: a record is rewritten at most
+-- once per key TTL, and none expires while its queue lives. K_EXP lists them.
+local function keep(id, after_ms)
+  local ms = (after_ms or 0) + 2 * KEY_TTL_MS
+  redis.call('PEXPIRE', jobkey(id), ms)
+  redis.call('ZADD', K_EXP, NOW + ms / 1000, id)
+end
+
+-- Keep the queue's own keys alive KEY_TTL from now (a push feeds the queue), and the
+-- waiting jobs' records at least as long (see keep).
 local function feed()
   if not KEY_TTL_MS then return end
   -- not the counters (they must outlive claimed jobs and dead letters) nor the
   -- claim-token sequence (tokens must never repeat): two small keys stay behind
-  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, unpack(LEVELS)}) do
+  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, K_EXP, unpack(LEVELS)}) do
     redis.call('PEXPIRE', k, KEY_TTL_MS)
   end
+  -- the delayed jobs' set may have to outlive the queue (see defer), never the reverse
+  if redis.call('PTTL', K_SCHED) < KEY_TTL_MS then redis.call('PEXPIRE', K_SCHED, KEY_TTL_MS) end
+  local soon = redis.call('ZRANGEBYSCORE', K_EXP, '-inf', NOW + KEY_TTL_MS / 1000,
+    'LIMIT', 0, 1000)
+  for _, id in ipairs(soon) do
+    if redis.call('EXISTS', jobkey(id)) == 1 then keep(id) else redis.call('ZREM', K_EXP, id) end
+  end
+end
+
+-- A job no longer waits (claimed, or finished): its record no longer goes with the
+-- queue's key TTL.
+local function unkeep(id)
+  if KEY_TTL_MS then redis.call('ZREM', K_EXP, id) end
 end
 
 -- Put a job on the ready list if there is room, else store it unqueued; at the
@@ -197,14 +226,14 @@ local function schedule(id, front, ready, level)
     level = level or level_of(id)
     redis.call(push, level, MARK .. id)
     redis.call('HSET', key, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
-    if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+    if KEY_TTL_MS then keep(id) end
     feed()
     if level ~= K_READY then wake_for_levels() end  -- K_READY's own push wakes a consumer
     return 1
   end
   redis.call(push, K_UNQ, id)
   redis.call('HSET', key, 'q', 0, 'r', stamp(NOW), 'u', stamp(NOW))
-  if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+  if KEY_TTL_MS then keep(id) end
   feed()
   return 0
 end
@@ -232,7 +261,7 @@ local function promote(budget)
       -- its wait counts from its due time, so lateness shows in the queue_wait latency
       redis.call('HSET', key, 'q', 1, 'r', stamp(when), 'u', stamp(NOW))
       redis.call('LPUSH', level_of(id), MARK .. id)
-      if KEY_TTL_MS then redis.call('PEXPIRE', key, KEY_TTL_MS) end
+      if KEY_TTL_MS then keep(id) end
       if K_STREAM then redis.call('XADD', K_WAKE, 'MAXLEN', 1, '*', 'ready', id) end
       moved, room = moved + 1, room - 1
     end
@@ -285,9 +314,10 @@ local function defer(id, due)
   redis.call('ZADD', K_SCHED, due, id)
   redis.call('HSET', key, 'q', 0, 'due', stamp(due), 'u', stamp(NOW))
   if KEY_TTL_MS then
-    -- the record and the set live until due, and a key TTL beyond
-    local ms = math.ceil((due - NOW) * 1000) + KEY_TTL_MS
-    redis.call('PEXPIRE', key, ms)
+    -- the record and the set live until due, and the key TTL's time beyond
+    local until_due = math.ceil((due - NOW) * 1000)
+    keep(id, until_due)
+    local ms = until_due + 2 * KEY_TTL_MS
     if redis.call('PTTL', K_SCHED) < ms then redis.call('PEXPIRE', K_SCHED, ms) end
   end
   if redis.call('ZRANGE', K_SCHED, 0, 0)[1] ~= id then return end
@@ -398,6 +428,7 @@ end
 -- Keep a finished job's record only as long as the retention allows.
 local function finished(id)
   redis.call('ZADD', K_FIN, NOW, id)
+  unkeep(id)
   if MAX_AGE then
     redis.call('EXPIRE', jobkey(id), math.max(1, math.ceil(MAX_AGE)))
   elseif KEY_TTL_MS then
