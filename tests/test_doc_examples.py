@@ -242,7 +242,8 @@ def test_the_cluster_page_s_backends_run_on_a_cluster(name: str, redis_cluster: 
     assert f"queue={queue_name!r}".replace("'", '"') in (EXAMPLES / "cluster.py").read_text()
 
     async def main() -> trioqueue.JobState | None:
-        async with make(redis_cluster.url + "?cluster=yes") as backend:
+        nodes = ",".join(f"127.0.0.1:{node.port}" for node in redis_cluster.masters)
+        async with make(f"redis://{nodes}?cluster=yes") as backend:
             queue = trioqueue.Queue(backend)
             job_id = (await queue.enqueue({"image": "cat.png"}, id=f"cluster-page-{name}")).id
             record = await queue.status(job_id)

@@ -19,7 +19,7 @@ import trioqueue
 from trioqueue._backends._redis_client import CLIENT_ENV, chosen_client, connect
 from trioqueue._backends._redis_connection import IO_TIMEOUT
 from trioqueue._backends._redis_coredis import CoredisConnection
-from trioqueue._backends._redis_glide import GlideConnection, glide_configuration
+from trioqueue._backends._redis_glide import GlideConnection, cluster_nodes, glide_configuration
 from trioqueue._backends._redis_hiredis import HiredisConnection
 from trioqueue._backends._redis_keys import RedisKeys
 
@@ -135,6 +135,26 @@ def test_no_password_means_no_credentials():
     (address,) = config.addresses
     assert (address.host, address.port, config.database_id) == ("localhost", 6379, 0)
     assert config.credentials is None
+
+
+def test_a_cluster_url_gives_every_node_it_names_and_those_the_cluster_named():
+    config = glide_configuration("redis://a:7000,b:7001?cluster=yes", [("c", 7002), ("a", 7000)])
+    assert [(node.host, node.port) for node in config.addresses] == [
+        ("a", 7000),
+        ("b", 7001),
+        ("c", 7002),
+    ]
+
+
+def test_cluster_nodes_are_read_from_cluster_nodes_without_the_failed_ones():
+    reply = (
+        "07c3 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
+        "67ed 10.0.0.2:7001@17001,node-2.example master - 0 1 2 connected 5461-10922\n"
+        "292f 10.0.0.3:7002@17002 master,fail - 0 1 3 disconnected\n"
+        "824f :0@0 slave,noaddr 292f 0 1 3 disconnected\n"
+        "6ec2 [::1]:7004@17004 slave 07c3 0 1 1 connected\n"
+    )
+    assert cluster_nodes(reply) == [("10.0.0.1", 7000), ("10.0.0.2", 7001), ("::1", 7004)]
 
 
 def test_a_unix_socket_url_gives_its_path_and_database():

@@ -278,3 +278,80 @@ async def test_moving_the_queues_slot_during_a_run_loses_no_job(own_cluster):
     assert_all_completed(records)
     assert sorted(runs) == list(range(JOBS))
     assert {n: count for n, count in runs.items() if count > 1} == {}
+
+
+@pytest.mark.parametrize("seeds", ["its node alone", "its node and another"])
+async def test_when_the_urls_node_dies_with_the_queues_slot_no_job_is_lost(own_cluster, seeds):
+    """Kill the node the URL names, which serves the queue too, while a pool runs.
+
+    Its replica takes over; every job completes, only jobs running around the
+    kill may run twice, and a new backend given a URL with another node too
+    connects through that one while the first is down.
+    """
+    cluster = own_cluster
+    name = tag_on(cluster, 0)
+    doomed = cluster.masters[0]
+    nodes = [doomed] + ([cluster.masters[1]] if seeds == "its node and another" else [])
+    url = "redis://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes) + "?cluster=yes"
+    runs: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
+    killed_at = math.inf
+
+    async def handler(job: trioqueue.Job) -> None:
+        started = time.monotonic()
+        try:
+            await trio.sleep(0.01)
+        finally:
+            runs[job.payload].append((started, time.monotonic()))
+
+    async def kill() -> None:
+        nonlocal killed_at
+        killed_at = time.monotonic()
+        doomed.stop(kill=True)
+
+    records = await run_through(url, name, handler, kill, min_idle=3)
+    assert cluster.master_of(name) is not doomed
+    assert_all_completed(records)
+    assert sorted(runs) == list(range(JOBS))
+    twice = {n for n, spans in runs.items() if len(spans) > 1}
+    around_the_kill = {
+        n
+        for n, spans in runs.items()
+        if spans[0][0] <= killed_at + 0.05 and spans[0][1] >= killed_at - 0.1
+    }
+    assert twice <= around_the_kill
+    if len(nodes) > 1:  # a new process: the URL's first node is down, its second is not
+        with trio.fail_after(15):
+            async with trioqueue.RedisBackend(url, queue=name, min_idle=3) as fresh:
+                await Queue(fresh).enqueue("after", id="after")
+                [claim] = await fresh.claim(5, lease=30, block=0)
+                assert claim.job.id == "after"
+                assert await fresh.ack(claim)
+
+
+async def test_once_the_cluster_is_known_the_urls_node_may_die(own_cluster):
+    """The URL names one node, which dies; the queue lives on another master.
+
+    New connections (each blocking claim waits on one of its own) go through
+    the nodes the cluster named, and nothing is taken for an outage.
+    """
+    cluster = own_cluster
+    name = tag_on(cluster, 1)
+    async with trioqueue.RedisBackend(
+        cluster.masters[0].url + "?cluster=yes", queue=name, min_idle=30
+    ) as backend:
+        queue = Queue(backend)
+        assert await backend.claim(1, lease=30, block=0.1) == []  # the cluster is known
+        cluster.masters[0].stop(kill=True)
+        claimed: list[str] = []
+
+        async def claim_one() -> None:
+            [claim] = await backend.claim(1, lease=30, block=10)
+            claimed.append(claim.job.id)
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):  # four waits at once: three new connections
+                    nursery.start_soon(claim_one)
+                await trio.sleep(0.5)
+                await queue.enqueue_many(["a", "b", "c", "d"], ids=["a", "b", "c", "d"])
+        assert sorted(claimed) == ["a", "b", "c", "d"]

@@ -153,6 +153,9 @@ def test_a_backend_repr_shows_no_password():
         ("redis://h:7000?cluster=maybe", "its ?cluster= is neither yes nor no"),
         ("unix:///run/redis.sock?cluster=yes", "a Redis Cluster is reached over TCP"),
         ("redis://h:7000/3?cluster=yes", "a Redis Cluster has database 0 only"),
+        ("redis://a:7000,b:7001", "it names several nodes, which only a Redis Cluster has"),
+        ("redis://a:7000,b:70x1?cluster=yes", "its port is not a number"),
+        ("redis://a:7000,?cluster=yes", "it names no host"),
     ],
 )
 def test_a_backend_with_a_bad_url_is_refused_at_construction(url, says):
@@ -187,6 +190,7 @@ def test_a_url_without_a_scheme_names_the_accepted_ones_with_an_example():
         "redis://h/0?client_name=me@host",
         "redis://[::1]:6379/0",
         "redis://h:7000?cluster=yes",
+        "redis://u:p%40ss@a:7000,b:7001,[::1]:7002?cluster=yes",
         "rediss://h:7000/0?cluster=true&ssl_ca_certs=/ca.pem",
         "redis://h:6379/2?cluster=no",
     ],
@@ -463,3 +467,25 @@ async def test_a_database_the_server_does_not_have_is_a_configuration_error_sayi
     result = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False)
     assert result.returncode == 2  # bad input, not "could not be reached" (1)
     assert b"has no database 99" in result.stderr
+
+
+def test_a_cluster_url_may_name_several_nodes_each_with_the_urls_credentials():
+    url = "rediss://app:s3cret@a:7000,b,[::1]:7002?cluster=yes&ssl_ca_certs=/ca.pem"
+    parts = url_parts(url)
+    assert parts.nodes == (("a", 7000), ("b", 6379), ("::1", 7002))
+    assert (parts.host, parts.port, parts.username, parts.password) == ("a", 7000, "app", "s3cret")
+    assert parts.options["ssl_ca_certs"] == "/ca.pem"
+    assert redacted(url) == "rediss://app:***@a:7000,b,[::1]:7002?cluster=yes&ssl_ca_certs=/ca.pem"
+
+
+def test_a_probe_finds_a_cluster_up_while_any_node_it_knows_answers():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]  # nothing listens on it once closed
+    with socket.socket() as live:
+        live.bind(("127.0.0.1", 0))
+        live.listen()
+        port = live.getsockname()[1]
+        assert probe(f"redis://127.0.0.1:{dead}?cluster=yes") is not None
+        assert probe(f"redis://127.0.0.1:{dead},127.0.0.1:{port}?cluster=yes") is None
+        assert probe(f"redis://127.0.0.1:{dead}?cluster=yes", also=[("127.0.0.1", port)]) is None

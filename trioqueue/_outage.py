@@ -9,8 +9,10 @@ gives one log line per step of it, for the whole pool::
             (Connection refused); next try in 3.2 s
     INFO    the backend at redis://host:6379/0 is reachable again after 61.4 s
 
-The pauses double from `FIRST_PAUSE` to `LONGEST_PAUSE`, less up to a fifth at
-random, so workers that lost the same server do not all come back in step.
+The first `STEADY_TRIES` pauses are `FIRST_PAUSE` each, as a restarting server or
+a Redis Cluster's failover is usually over within two seconds; then they double up
+to `LONGEST_PAUSE`. Each is less up to a fifth at random, so workers that lost the
+same server do not all come back in step.
 """
 
 from __future__ import annotations
@@ -31,12 +33,17 @@ if TYPE_CHECKING:
 
     from ._metrics import Metrics
 
-__all__ = ["FIRST_PAUSE", "LONGEST_PAUSE", "OutageTracker"]
+__all__ = ["FIRST_PAUSE", "LONGEST_PAUSE", "STEADY_TRIES", "OutageTracker"]
 
 logger = logging.getLogger("trioqueue.pool")
 
 FIRST_PAUSE: Final = 0.5
 """Seconds before the first new try: a restarting server or a failover needs about as much."""
+
+STEADY_TRIES: Final = 4
+"""Tries `FIRST_PAUSE` apart before the pauses start doubling: a failover of a Redis
+Cluster takes its node timeout and about a second more, and work resumes within
+`FIRST_PAUSE` of its end, not half a doubled pause later."""
 
 LONGEST_PAUSE: Final = 15.0
 """Most seconds between tries: a worker is back at work at most this long after its
@@ -54,7 +61,7 @@ class OutageTracker:
         give_up_after: Seconds an outage may last; the last try is made when
             they have passed, and if it fails too, `given_up` turns true and
             `enforce_limit` raises. None: no limit.
-        first_pause: Seconds before the first new try.
+        first_pause: Seconds between the first `STEADY_TRIES` tries (then it doubles).
         longest_pause: Most seconds between tries.
         wall_clock: The time shown in the log lines (``since 12:31:04``);
             everything else runs on Trio's clock.
@@ -120,7 +127,8 @@ class OutageTracker:
             self._given_up.set()  # its holder says so: no step line with a try to come
             self._next_try = math.inf
             return self._next_try
-        nominal = min(self.first_pause * 2 ** min(self._step, 64), self.longest_pause)
+        doublings = min(max(self._step - STEADY_TRIES + 1, 0), 64)
+        nominal = min(self.first_pause * 2**doublings, self.longest_pause)
         pause = max(0.0, min(nominal * (1 - 0.2 * self.rng.random()), limit - now))
         self._next_try = now + pause
         refused = isinstance(error, BackendRefused)

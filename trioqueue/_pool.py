@@ -512,10 +512,11 @@ async def open_worker_pool(
     the record; None is not stored.
 
     When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
-    share one backoff, from 0.5 s doubling to 15 s (less up to a fifth at
-    random), and the ``trioqueue.pool`` logger gets one WARNING per step of it
-    and one INFO line when a call succeeds again, naming how long the outage
-    lasted; the sweeper skips its periods meanwhile. Every failed call counts
+    share one backoff: every 0.5 s for the first four tries (a restart or a
+    cluster's failover is often over within two seconds), then doubling to 15 s,
+    each less up to a fifth at random. The ``trioqueue.pool`` logger gets one
+    WARNING per step of it and one INFO line when a call succeeds again, naming
+    how long the outage lasted; the sweeper skips its periods meanwhile. Every failed call counts
     in ``metrics.backend_errors``. `WorkerPool.wait_backend_reached` returns
     after the first successful call.
 

@@ -1,12 +1,13 @@
 """Redis Cluster: a queue on a cluster, one whose enqueues wait for a replica, a sharded one.
 
 Each function makes a backend as the page shows it; none reaches Redis before its
-first call. The URL names any node of the cluster: the tests give their own.
+first call. The URL names nodes of the cluster, any one of which may be down when a
+process starts: the tests give their own.
 """
 
 import trioqueue
 
-NODE = "redis://node-1:7000?cluster=yes"
+NODE = "redis://node-1:7000,node-2:7000,node-3:7000?cluster=yes"
 
 
 def on_a_cluster(url: str = NODE) -> trioqueue.RedisBackend:

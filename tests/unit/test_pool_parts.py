@@ -1,9 +1,10 @@
-"""The pool's parts on their own: its books, its fetcher and its shielded calls (mock clock)."""
+"""The pool's parts alone: its books, fetcher, shielded calls and outage backoff (mock clock)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 import trio
@@ -247,3 +248,20 @@ class TestFetcher:
         assert trio.current_time() == pytest.approx(2)
         assert books.lease_until[claimed.token] == pytest.approx(30)  # 0 + lease, not 2 + lease
         fetch.scope.cancel()
+
+
+class TestOutageTracker:
+    async def test_the_first_tries_come_half_a_second_apart_then_the_pauses_double(
+        self, autojump_clock
+    ):
+        outage = OutageTracker(MemoryBackend().metrics, random.Random(1))
+        error = BackendUnavailable("fake://db", "connection refused")
+        pauses = []
+        for _ in range(10):
+            now = trio.current_time()
+            next_try = outage.failed(error)
+            pauses.append(next_try - now)
+            await trio.sleep(next_try - now)
+        nominal = [0.5, 0.5, 0.5, 0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within two s
+        for pause, most in zip(pauses, nominal, strict=True):
+            assert 0.8 * most <= pause <= most, pauses

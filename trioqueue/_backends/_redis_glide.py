@@ -62,6 +62,7 @@ _CONNECT_TIMEOUT_MS: Final = 2_000
 # grants claims after an outage, so other pools recovered live jobs meanwhile.
 _RECONNECT: Final = glide.BackoffStrategy(num_of_retries=3, factor=50, exponent_base=2)
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
+_LEARN_TIMEOUT: Final = 1.0  # seconds a cluster may take to name its nodes
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 # errors that mean "not now" rather than "no": glide raises a plain RequestError
 # when it cannot connect, and a restarted server refuses commands while it loads
@@ -93,7 +94,7 @@ def _refuse_what_glide_cannot_do(url: str) -> None:
 
 
 def glide_configuration(
-    url: str,
+    url: str, also: Sequence[tuple[str, int]] = ()
 ) -> glide.GlideClientConfiguration | glide.GlideClusterClientConfiguration:
     """The glide client configuration a (checked) Redis URL means.
 
@@ -103,8 +104,9 @@ def glide_configuration(
     ``?password=`` and ``?ssl_certfile=``/``?ssl_keyfile=`` (a client certificate)
     are read too. glide has no switch for the host-name check alone, so
     ``?ssl_check_hostname=false`` is refused with what to do instead.
-    ``?cluster=yes``: a Redis Cluster, reached through the URL's node (a cluster
-    client's configuration, database 0).
+    ``?cluster=yes``: a Redis Cluster, reached through any of the URL's nodes
+    (``redis://a:7000,b:7000?cluster=yes``) or of *also*, the nodes the cluster
+    itself named (a cluster client's configuration, database 0).
 
     Raises:
         ConfigurationError: ``?ssl_check_hostname=false``, or the CA file cannot be read.
@@ -137,8 +139,9 @@ def glide_configuration(
             client_key_path=parts.options.get("ssl_keyfile"),
         )
     if wants_cluster(url):
+        nodes = dict.fromkeys([*parts.nodes, *also])
         return glide.GlideClusterClientConfiguration(
-            [address],
+            [glide.NodeAddress(host, port) for host, port in nodes],
             use_tls=parts.scheme == "rediss",
             credentials=credentials,
             request_timeout=int(IO_TIMEOUT * 1000),
@@ -170,9 +173,22 @@ def _server_said_no(exc: glide.RequestError) -> bool:
     return not says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT))
 
 
-async def _new_client(url: str) -> Client:
+def cluster_nodes(reply: str) -> list[tuple[str, int]]:
+    """The (host, port) of each node a ``CLUSTER NODES`` reply names, but failed ones."""
+    nodes = []
+    for line in reply.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or {"fail", "noaddr", "handshake"} & set(fields[2].split(",")):
+            continue
+        host, _, port = fields[1].partition("@")[0].rpartition(":")
+        if host and port.isdigit():
+            nodes.append((host.strip("[]"), int(port)))
+    return nodes
+
+
+async def _new_client(url: str, also: Sequence[tuple[str, int]] = ()) -> Client:
     """A glide client for *url*: a cluster client when the URL says ``?cluster=yes``."""
-    config = glide_configuration(url)
+    config = glide_configuration(url, also)
     if isinstance(config, glide.GlideClusterClientConfiguration):
         return await glide.GlideClusterClient.create(config)
     return await glide.GlideClient.create(config)
@@ -194,6 +210,9 @@ class GlideConnection(ConnectionBase[Client]):
         _refuse_what_glide_cannot_do(url)  # here, not when the backend opens
         self._waiters: list[Client] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[Client] = []
+        # a cluster's nodes as it named them, and when: a new client (a waiting one)
+        # and the probe reach the cluster through them, whichever nodes the URL names
+        self._known: tuple[list[tuple[str, int]], float] = ([], -math.inf)
         self._scripts: dict[str, glide.Script] = {}
         self._probed: tuple[float, str | None] = (-math.inf, None)  # until when, what
         # glide holds a script sent while it reconnects: the watch gives it up if Redis is down
@@ -282,11 +301,30 @@ class GlideConnection(ConnectionBase[Client]):
                 raise
             raise await self._refusal(refusal, exc) from exc
 
+    async def _learn_nodes(self) -> None:
+        """Ask the cluster for its nodes, at most once a minute; on a single server, nothing.
+
+        A failure leaves what was known: a call that needs Redis says what is wrong.
+        """
+        if not wants_cluster(self._url) or trio.current_time() < self._known[1] + 60:
+            return
+        with trio.move_on_after(_LEARN_TIMEOUT), contextlib.suppress(glide.GlideError):
+            reply = await self.client.custom_command(["CLUSTER", "NODES"])
+            text = reply.decode() if isinstance(reply, bytes) else str(reply)
+            if nodes := cluster_nodes(text):
+                self._known = (nodes, trio.current_time())
+
     async def _probe(self, *, fresh: bool = False) -> BackendUnavailable | None:
-        """What a probe finds wrong (None: nothing); its finding stands `_PROBE_EVERY` seconds."""
+        """What a probe finds wrong (None: nothing); its finding stands `_PROBE_EVERY` seconds.
+
+        On a cluster, Redis is up while any node it named (or the URL names) answers.
+        """
         now = trio.current_time()
         if fresh or now >= self._probed[0]:
-            detail = await trio.to_thread.run_sync(probe, self._url, abandon_on_cancel=True)
+            also = self._known[0]
+            detail = await trio.to_thread.run_sync(
+                lambda: probe(self._url, also=also), abandon_on_cancel=True
+            )
             self._probed = (now + _PROBE_EVERY, detail)
         return self._finding()
 
@@ -365,8 +403,9 @@ class GlideConnection(ConnectionBase[Client]):
             waiter = self._waiters.pop()
         else:
             self.client  # noqa: B018 - raises unless open
+            await self._learn_nodes()
             with self.reachable():
-                waiter = await _new_client(self._url)
+                waiter = await _new_client(self._url, self._known[0])
             self._all_waiters.append(waiter)
         try:
             yield waiter

@@ -12,11 +12,14 @@ from __future__ import annotations
 import socket
 import ssl
 import urllib.parse
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from ._redis_url import failure_detail, scrubbed
+from ._redis_url import failure_detail, scrubbed, seed_nodes
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["UrlParts", "probe", "tls_context", "url_parts"]
 
@@ -38,6 +41,9 @@ class UrlParts:
     password: str | None
     options: dict[str, str]
     """The query string's options, names lower-cased."""
+    nodes: tuple[tuple[str, int], ...] = ()
+    """Every (host, port) the URL names: one, or a cluster's seed nodes (the first
+    is *host* and *port*); none for a socket."""
 
     @property
     def insecure(self) -> bool:
@@ -52,6 +58,9 @@ def url_parts(url: str) -> UrlParts:
     ``?password=``; a user name alone, without a colon, is a password, as
     redis-py reads it.
     """
+    nodes: list[tuple[str, int]] = []
+    if not url.lower().startswith("unix:"):
+        url, nodes = seed_nodes(url)
     parts = urllib.parse.urlsplit(url)
     options = {k.lower(): v for k, v in urllib.parse.parse_qsl(parts.query)}
     scheme = parts.scheme.lower()
@@ -73,6 +82,7 @@ def url_parts(url: str) -> UrlParts:
         username=username or None,
         password=password,
         options=options,
+        nodes=tuple(nodes),
     )
 
 
@@ -94,23 +104,42 @@ def _bulk(value: str) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(raw), raw)
 
 
-def probe(url: str, timeout: float = _PROBE_TIMEOUT) -> str | None:
+def probe(
+    url: str, timeout: float = _PROBE_TIMEOUT, *, also: Sequence[tuple[str, int]] = ()
+) -> str | None:
     """Why connecting to *url* fails, in coredis's words; None if it does not (blocking).
 
     Connects, makes the TLS handshake the URL asks for, and sends ``AUTH`` when
-    the URL has a password. The text never holds the password.
+    the URL has a password. The text never holds the password. A cluster is
+    reached when any of its nodes is: the URL's, then *also* (the nodes the
+    cluster named), each tried in turn; the first node's failure is the reason.
     """
     parts = url_parts(url)
+    if parts.socket_path is not None:
+        return _probe_one(parts, None, url, timeout)
+    reasons = []
+    for node in dict.fromkeys([*parts.nodes, *also]):
+        reason = _probe_one(parts, node, url, timeout)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return reasons[0]
+
+
+def _probe_one(
+    parts: UrlParts, node: tuple[str, int] | None, url: str, timeout: float
+) -> str | None:
+    """`probe` of one node (None: the socket)."""
     try:
-        if parts.socket_path is not None:
+        if node is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
-            sock.connect(parts.socket_path)
+            sock.connect(parts.socket_path or "")
         else:
-            sock = socket.create_connection((parts.host, parts.port), timeout=timeout)
+            sock = socket.create_connection(node, timeout=timeout)
         with sock:
-            if parts.scheme == "rediss":
-                with tls_context(parts).wrap_socket(sock, server_hostname=parts.host) as tls:
+            if parts.scheme == "rediss" and node is not None:
+                with tls_context(parts).wrap_socket(sock, server_hostname=node[0]) as tls:
                     return _authenticate(tls, parts, url)
             return _authenticate(sock, parts, url)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError

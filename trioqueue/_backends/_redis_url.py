@@ -27,6 +27,7 @@ __all__ = [
     "failure_detail",
     "redacted",
     "scrubbed",
+    "seed_nodes",
     "url_problem",
     "wants_cluster",
 ]
@@ -37,7 +38,7 @@ SCHEMES: Final = ("redis", "rediss", "unix")
 EXAMPLE: Final = "redis://localhost:6379/0"
 """A valid URL, shown by the messages about invalid ones."""
 
-CLUSTER_EXAMPLE: Final = "redis://node-1:7000?cluster=yes"
+CLUSTER_EXAMPLE: Final = "redis://node-1:7000,node-2:7000?cluster=yes"
 """A Redis Cluster URL, shown by the messages about a cluster URL that is not valid."""
 _YES: Final = ("yes", "true", "1")
 _NO: Final = ("no", "false", "0")
@@ -144,12 +145,20 @@ def url_problem(url: object) -> str | None:
         if cluster is not None and cluster.lower() in _YES:
             return f"a Redis Cluster is reached over TCP, e.g. {CLUSTER_EXAMPLE}"
         return None
-    try:
-        parts.port  # noqa: B018 - parsing it is the check
-    except ValueError:  # its message quotes the port, which may be a password
-        return f"its port is not a number from 1 to 65535, e.g. {EXAMPLE}"
-    if not parts.hostname:
-        return f"it names no host: use redis://host:port/db, e.g. {EXAMPLE}"
+    hosts = parts.netloc.rpartition("@")[2].split(",")
+    if len(hosts) > 1 and (cluster is None or cluster.lower() not in _YES):
+        return (
+            "it names several nodes, which only a Redis Cluster has: add ?cluster=yes, "
+            f"e.g. {CLUSTER_EXAMPLE}, or name one server"
+        )
+    for host in hosts:
+        node = urllib.parse.urlsplit(f"redis://{host}")
+        try:
+            node.port  # noqa: B018 - parsing it is the check
+        except ValueError:  # its message quotes the port, which may be a password
+            return f"its port is not a number from 1 to 65535, e.g. {EXAMPLE}"
+        if not node.hostname:
+            return f"it names no host: use redis://host:port/db, e.g. {EXAMPLE}"
     database = parts.path.strip("/")
     if database and not database.isdigit():
         return f"its database is not a number: use redis://host:port/db, e.g. {EXAMPLE}"
@@ -160,6 +169,23 @@ def url_problem(url: object) -> str | None:
 
 def _options(parts: urllib.parse.SplitResult) -> dict[str, str]:
     return {name.lower(): value for name, value in urllib.parse.parse_qsl(parts.query)}
+
+
+def seed_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A (checked) TCP URL with its first node only, and every node it names, as (host, port).
+
+    A cluster URL may name several nodes, ``redis://a:7000,b:7000?cluster=yes``, so
+    that a client finds the cluster while any one of them is up; the rest of the
+    URL (credentials, options) holds for each.
+    """
+    parts = urllib.parse.urlsplit(url)
+    user, at, hosts = parts.netloc.rpartition("@")
+    nodes = []
+    for host in hosts.split(","):
+        node = urllib.parse.urlsplit(f"redis://{host}")
+        nodes.append((node.hostname or "localhost", node.port or 6379))
+    first = urllib.parse.urlunsplit(parts._replace(netloc=user + at + hosts.split(",")[0]))
+    return first, nodes
 
 
 def wants_cluster(url: str) -> bool:
