@@ -12,6 +12,7 @@ import trioqueue
 TIERS = {
     "_exceptions": 0,
     "_util": 0,
+    "_heartbeat": 0,
     "_payload": 1,
     "_records": 1,
     "_retry": 1,

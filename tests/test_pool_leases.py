@@ -5,6 +5,11 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,3 +168,33 @@ async def test_a_renewal_slowed_by_an_outage_is_not_a_blocked_event_loop(
     ):
         await Queue(memory).enqueue("x", id="x")
     assert not [r for r in caplog.records if "event loop was blocked" in r.getMessage()]
+
+
+@pytest.mark.parametrize("mode", ["paused", "blocked"])
+def test_a_paused_process_is_told_from_a_handler_that_blocks(mode: str):
+    """SIGSTOP stops every thread; a blocking handler only the event loop (real time)."""
+    target = Path(__file__).with_name("pause_target.py")
+    handler = "sleeps" if mode == "paused" else "blocks"
+    process = subprocess.Popen(
+        [sys.executable, str(target), handler, "3" if mode == "paused" else "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "started\n"
+    if mode == "paused":
+        time.sleep(0.2)
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(2)
+        process.send_signal(signal.SIGCONT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    if mode == "paused":
+        assert "this process stood still for" in err
+        assert "SIGSTOP" in err
+        assert "event loop was blocked" not in err
+    else:
+        assert "event loop was blocked" in err
+        assert "running then: the-job" in err
+        assert "stood still" not in err

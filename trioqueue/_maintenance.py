@@ -7,6 +7,7 @@ the whole pool; neither logs one of its own.
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ import trio
 from trio_util import periodic
 
 from ._exceptions import BackendUnavailable
+from ._heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,6 +29,18 @@ __all__ = ["renew", "renew_leases", "sweep_periodically"]
 logger = logging.getLogger("trioqueue.pool")
 
 _BLOCKED_AT_LEAST = 0.5  # seconds late a renewal must wake to say the loop was blocked
+
+
+def _warn_paused(still: float, lease: float) -> None:
+    logger.warning(
+        "this process stood still for %.1f s (its event loop and a watch thread alike, "
+        "using no CPU): it was paused (SIGSTOP, a debugger, a suspended VM or container), "
+        "not blocked by a handler. Claims whose %g s lease ran out meanwhile may have "
+        "gone to another worker, which runs them again; this pool's outcomes for them "
+        "are refused. Pause workers for less than their lease, or stop them first",
+        still,
+        lease,
+    )
 
 
 def _warn_blocked(late: float, lease: float, jobs: list[str]) -> None:
@@ -74,15 +88,40 @@ async def renew_leases(
     A renewal that wakes late by more than half its period (at least half a
     second) means the event loop was blocked, most likely by a handler: a
     WARNING names the jobs running then and the fix. ``running(since)`` returns the
-    ids of the jobs whose handlers ran at some time since then.
+    ids of the jobs whose handlers ran at some time since then. When the whole
+    process stood still instead (see `Heartbeat`), the WARNING says that.
     """
+    heartbeat = Heartbeat()
+    heartbeat.start()
+    try:
+        await _renew_forever(backend, books, lease, outage, running, heartbeat)
+    finally:
+        heartbeat.stop()
+
+
+async def _renew_forever(
+    backend: Backend,
+    books: Books,
+    lease: float,
+    outage: OutageTracker,
+    running: Callable[[float], list[str]],
+    heartbeat: Heartbeat,
+) -> None:
     period = lease / 3
     due = trio.current_time() + period
     while True:
+        slept_at, cpu_at = time.monotonic(), time.process_time()
         await trio.sleep_until(due)
         woke = trio.current_time()
-        if woke - due > max(period / 2, _BLOCKED_AT_LEAST) and books.held:
-            _warn_blocked(woke - due, lease, running(due))
+        late = woke - due > max(period / 2, _BLOCKED_AT_LEAST)
+        jobs = running(due) if late else []
+        # a handler that blocked may have finished, its claim with it, when this wakes
+        if late and (books.held or jobs):
+            still = heartbeat.stood_still(slept_at, time.monotonic())
+            if still >= (woke - due) / 2 and time.process_time() - cpu_at < still / 2:
+                _warn_paused(still, lease)
+            else:
+                _warn_blocked(woke - due, lease, jobs)
         if books.held:
             try:
                 await renew(backend, books, lease)
