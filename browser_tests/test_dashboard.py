@@ -178,6 +178,14 @@ def test_the_dashboard_shows_dead_letters_a_page_at_a_time(service, browser):
         for button in browser.find_elements(By.CSS_SELECTOR, "button[data-requeue]")
     ]
     assert sorted(ids) == [f"poison-{n:03}" for n in range(105)]
+    # what the page fetched: summaries (no payloads), a page at a time
+    fetched = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(entry => entry.name)"
+    )
+    dead = [url for url in fetched if "/dead?" in url]
+    assert dead
+    assert all("summary=true" in url for url in dead), dead
+    assert any("cursor=100" in url for url in dead), dead
     # the page's refresh (every 5 s) redraws the rows and keeps those "More" showed
     last = browser.find_elements(By.CSS_SELECTOR, "button[data-requeue]")[-1]
     WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(last))

@@ -91,6 +91,25 @@ def test_serve_with_a_handler_runs_the_posted_jobs_and_stops_on_sigterm():
     ]
 
 
+def test_serve_shows_a_failed_jobs_traceback_only_when_told_tracebacks():
+    for args, shown in (((), False), (("--tracebacks",), True)):
+        command = ("--handler", "cli_handlers:failing", "--max-attempts", "1", *args)
+        process, base = start(*command)
+        try:
+            assert post(base, {"id": "f", "payload": {}})[0] == 201
+            deadline = time.monotonic() + 20
+            while get(base, "/jobs/f")["state"] != "failed":
+                assert time.monotonic() < deadline, "the job did not fail"
+                time.sleep(0.05)
+            error = get(base, "/jobs/f")["last_error"]
+            assert isinstance(error, dict)
+            assert error["type"] == "RuntimeError"
+            assert ("traceback" in error) is shown, args
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=30)
+
+
 def test_serve_refuses_a_bind_other_hosts_reach_unless_it_has_a_token_or_is_told_insecure():
     refused = subprocess.run(
         [sys.executable, "-m", "trioqueue", "serve", "--bind", f"0.0.0.0:{free_port()}"],
