@@ -153,6 +153,12 @@ def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, 
             >= 4
         )
     )
+    # the rate needs two polls: the first draws no point of it (it used to draw 0.0)
+    depths, rates = browser.execute_script(  # both at once: a poll redraws the chart
+        "return [...document.querySelectorAll('#chart polyline')]"
+        ".map(line => line.getAttribute('points').split(' ').length)"
+    )
+    assert rates == depths - 1
     SCREENSHOT.parent.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOT))
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]

@@ -1498,3 +1498,43 @@ def test_enqueue_takes_a_priority_and_stats_count_each_level(target):
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1
     assert "--priority: invalid choice: 3 (choose from 2, 1, 0, -1, -2)" in refused.stderr
+
+
+def test_jobs_lists_each_place_with_state_and_attempts(target):
+    target.enqueue_lines(2)  # j0, j1
+    assert target.run_here("enqueue", "--id", "later", "--delay", "60", '"x"').returncode == 0
+    listed = target.run_here("jobs")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        "ready      j0  received  0",
+        "ready      j1  received  0",
+        "scheduled  later  scheduled  0",
+    ]
+    as_json = target.run_here("jobs", "scheduled", "--json")
+    assert json.loads(as_json.stdout) == {
+        "place": "scheduled",
+        "id": "later",
+        "state": "scheduled",
+        "attempts": 0,
+    }
+    assert target.run_here("jobs", "ready", "--limit", "1").stdout == "ready      j0  received  0\n"
+    wrong = target.run("jobs", "running")
+    assert wrong.returncode == 2
+    assert "'running' is not a place: name ready, stored, scheduled, claimed" in wrong.stderr
+
+
+def test_an_unknown_id_points_to_the_command_that_lists_jobs(target):
+    for command, lists in (("cancel", "trioqueue jobs"), ("result", "trioqueue jobs")):
+        unknown = target.run_here(command, "no-such-job")
+        assert unknown.returncode == 1
+        assert f"no job 'no-such-job' among the jobs; `{lists}` shows them" in unknown.stderr
+        assert "Retention" not in unknown.stderr  # a Python class, not an option
+    dead = target.run_here("dead", "show", "no-such-job")
+    assert "`trioqueue dead list` shows them" in dead.stderr
+
+
+def test_an_option_is_never_taken_for_a_longer_one_it_begins():
+    # worker takes its handler as an argument; --handler is serve's, not --handler-timeout
+    refused = cli("worker", "m:h", "--handler", "m:h", "--redis", "redis://h", "--queue", "q")
+    assert refused.returncode == 2
+    assert "unrecognized arguments: --handler m:h" in refused.stderr

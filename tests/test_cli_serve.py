@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -204,6 +205,7 @@ def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503()
         assert (refused.value.code, refused.value.headers["Retry-After"]) == (503, "1")
         assert body["error"] == "full"
         assert "--max-memory" in body["message"]
+        assert "enqueue()" not in body["message"]  # the service's words, not the library's
         held = statuses.count(201) + statuses.count(202)
         assert 4 <= held <= 5
         stats = get(base, "/stats")
@@ -211,6 +213,52 @@ def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503()
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
+
+
+def test_hypercorns_start_line_shows_once_and_not_with_quiet():
+    for quiet, times in (((), 1), (("-q",), 0)):
+        process, _ = start(*quiet)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        assert err.count("Running on") == times, err
+
+
+def test_serve_on_a_redis_that_is_down_says_so_at_start_and_serves_503s():
+    process, base = start("--redis", f"redis://127.0.0.1:{free_port()}/0", "--queue", "{q}")
+    try:
+        status, body = post(base, {"id": "e1", "payload": {}})
+        assert (status, body["error"]) == (503, "unavailable")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    start_line = next(line for line in err.splitlines() if "POST /jobs answers 503" in line)
+    assert "WARNING" in start_line
+    assert "cannot take jobs now (all attempts to connect" in start_line
+    answered = next(line for line in err.splitlines() if "answered 503" in line)
+    assert "Worker pools retry" not in answered  # advice for library users, not here
+
+
+def test_stopping_in_memory_says_what_it_waits_for_and_what_is_lost():
+    process, base = start("--handler", "cli_handlers:failing", "--grace", "1")
+    try:
+        assert post(base, {"id": "f", "payload": {}})[0] == 201
+        deadline = time.monotonic() + 20
+        while get(base, "/stats")["gauges"]["retry_waiting"] != 1:  # type: ignore[index]
+            assert time.monotonic() < deadline, "the job did not wait to retry"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 3, err
+    # the job failed and waits out its backoff, or has just begun its next attempt
+    left = re.search(
+        r"waiting up to --grace 1 s for the jobs left: (\d+) running, (\d+) waiting to "
+        r"retry, (\d+) waiting for a worker, (\d+) due later",
+        err,
+    )
+    assert left is not None, err
+    assert sum(int(n) for n in left.groups()) == 1
+    assert "they are lost, those put back included" in err
 
 
 def test_max_memory_is_for_a_queue_in_memory_only():

@@ -12,6 +12,7 @@ import pytest
 import trioqueue
 
 EXPECTED = {
+    "PLACES",
     "PRIORITIES",
     "AddMode",
     "Backend",
@@ -75,7 +76,7 @@ EXPECTED = {
 # Exported names that are type aliases: they cannot carry a runtime docstring or
 # module, so they must be documented in the source (a string right after the alias).
 TYPE_ALIASES = {"AddResult", "Handler"}
-CONSTANTS = {"PRIORITIES"}  # documented where assigned, as the type aliases are
+CONSTANTS = {"PLACES", "PRIORITIES"}  # documented where assigned, as the type aliases are
 
 PUBLIC = sorted(trioqueue.__all__)
 PACKAGE_DIR = Path(trioqueue.__file__).parent

@@ -9,6 +9,7 @@ unfinished job back. The backend is embedded (`MemoryBackend`) or Redis
 
 from __future__ import annotations
 
+from ._backend import PLACES as PLACES
 from ._backend import AddMode as AddMode
 from ._backend import AddResult as AddResult
 from ._backend import Backend as Backend
@@ -72,6 +73,7 @@ from ._util import fixup_module_metadata
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "PLACES",
     "PRIORITIES",
     "AddMode",
     "AddResult",

@@ -12,7 +12,7 @@ is atomic job by job: cancelled, it accepted the jobs before the one it waited o
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._records import ErrorInfo, Job, JobRecord
 
 __all__ = [
+    "PLACES",
     "AddMode",
     "AddResult",
     "Backend",
@@ -40,8 +41,23 @@ __all__ = [
     "SweepReport",
     "checked_capacity",
     "checked_page",
+    "checked_place",
     "checked_retention",
 ]
+
+
+PLACES: Final = ("ready", "stored", "scheduled", "claimed", "dead", "finished")
+"""Where a job can be, for `Backend.job_ids`: on the ready queue; stored for want of
+room there; waiting for its due time; claimed by a worker (running, or waiting out a
+retry's backoff); a dead letter; finished and kept by the retention."""
+
+
+def checked_place(place: str, limit: int) -> None:
+    """Raise ValueError unless *place* is one of `PLACES` and *limit* a whole number >= 0."""
+    if place not in PLACES:
+        raise ValueError(f"job_ids({place!r}): a place is one of {', '.join(PLACES)}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"job_ids(limit={limit!r}): give a whole number >= 0")
 
 
 def checked_page(offset: int, limit: int | None) -> tuple[int, int | None]:
@@ -426,6 +442,22 @@ class Backend(Protocol):
             async with backend.finished(ids) as finished:
                 async for job_id, record in finished:
                     ...
+        """
+        ...
+
+    async def job_ids(self, place: str, *, limit: int = 100) -> list[str]:
+        """The ids of up to *limit* jobs in *place* (one of `PLACES`), next in turn first.
+
+        Ready jobs in the order workers take them; stored ones in the order they go
+        on; scheduled ones soonest due first; claimed ones longest held first; dead
+        letters and finished records oldest first. On Redis, elements another
+        program pushed that no worker has claimed yet have no id, and are left out;
+        so are a stream's entries its group has not read.
+
+        Raises:
+            ValueError: *place* is not one of `PLACES`, or *limit* is negative.
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
         """
         ...
 

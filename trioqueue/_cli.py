@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import attrs
 import trio
 
-from ._backend import AddMode
+from ._backend import PLACES, AddMode
 from ._cli_args import (
     SERVE_MAX_MEMORY_MIB,
     NotThere,
@@ -70,6 +70,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        # --handler is not short for --handler-timeout: an option is given whole
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -97,8 +99,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        _add_demo, _add_worker, _add_enqueue, _add_result, _add_cancel, _add_stats, _add_dead,
-        _add_queue, _add_serve,
+        _add_demo, _add_worker, _add_enqueue, _add_jobs, _add_result, _add_cancel, _add_stats,
+        _add_dead, _add_queue, _add_serve,
     ):  # fmt: skip
         add(commands)
     for command in commands.choices.values():
@@ -314,6 +316,32 @@ def _add_enqueue(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
+
+
+def _place(text: str) -> str:
+    if text not in PLACES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a place: name {', '.join(PLACES)}")
+    return text
+
+
+def _add_jobs(commands: argparse._SubParsersAction[_Parser]) -> None:
+    jobs = commands.add_parser(
+        "jobs",
+        help="list the jobs of a queue by place: ready, stored, scheduled, claimed, dead, finished",
+        description="List the ids of the jobs in each PLACE (every place if none is named), "
+        "next in turn first, with each job's state and attempts: a line each, PLACE ID STATE "
+        "ATTEMPTS. ready: on the ready lists, in the order workers take them; stored: "
+        "accepted while the queue was full; scheduled: waiting for their due time; "
+        "claimed: held by a worker; dead: dead letters; finished: the records the "
+        "retention keeps. Elements another program pushed have no id until claimed.",
+    )
+    jobs.add_argument("places", metavar="PLACE", nargs="*", type=_place, help="where")
+    jobs.add_argument(
+        "--limit", type=non_negative_int, default=20, help="most jobs per place (default 20)"
+    )
+    jobs.add_argument("--json", action="store_true", help="list as JSON, one object a line")
+    add_redis_options(jobs)
+    jobs.set_defaults(run=_jobs, log_level=logging.WARNING)
 
 
 def _add_result(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -534,6 +562,12 @@ async def _enqueue(args: argparse.Namespace) -> int:
     return await run_enqueue(args)
 
 
+async def _jobs(args: argparse.Namespace) -> int:
+    from ._cli_jobs import run_jobs
+
+    return await run_jobs(args)
+
+
 async def _result(args: argparse.Namespace) -> int:
     from ._cli_jobs import run_result
 
@@ -614,7 +648,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigurationError) as exc:
         print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 2
-    except (BackendUnavailable, JobNotFound, NotThere) as exc:
+    except JobNotFound as exc:  # in the command line's words, not the library's
+        lists = "trioqueue dead list" if exc.where == "dead letters" else "trioqueue jobs"
+        print(
+            f"trioqueue {args.command}: no job {printable(exc.job_id)!r} among the "
+            f"{exc.where}; `{lists}` shows them (a finished job is forgotten once the "
+            "queue's retention has passed)",
+            file=sys.stderr,
+        )
+        return 1
+    except (BackendUnavailable, NotThere) as exc:
         print(f"trioqueue {args.command}: {printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._backend import CancelResult
+from ._backend import PLACES, CancelResult
 from ._cli_args import printable, redis_backend
 from ._queue import Queue
 from ._result_errors import JobCancelled, NoResult
@@ -17,10 +17,35 @@ from ._result_errors import JobCancelled, NoResult
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["NOT_YET", "run_cancel", "run_result"]
+__all__ = ["NOT_YET", "run_cancel", "run_jobs", "run_result"]
 
 NOT_YET: Final = 3
 """The exit status of ``trioqueue result --timeout`` when the job has not finished."""
+
+
+async def run_jobs(args: argparse.Namespace) -> int:
+    """List the jobs of each place asked for (every place by default), next in turn first."""
+    async with redis_backend(args) as backend:
+        queue = Queue(backend)
+        rows = []
+        for place in args.places or PLACES:
+            for job_id in await queue.job_ids(place, limit=args.limit):
+                record = await queue.status(job_id)  # None: it finished meanwhile, forgotten
+                rows.append(
+                    {
+                        "place": place,
+                        "id": job_id,
+                        "state": "gone" if record is None else record.state.value,
+                        "attempts": None if record is None else record.attempts,
+                    }
+                )
+    for row in rows:
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            attempts = "-" if row["attempts"] is None else row["attempts"]
+            print(f"{row['place']:<9}  {printable(row['id'])}  {row['state']}  {attempts}")
+    return 0
 
 
 async def run_result(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ import trio
 
 from ._backends._memory import MemoryBackend
 from ._cli_args import SERVE_MAX_MEMORY_MIB, UsageError, load_handler, redis_backend
+from ._exceptions import BackendUnavailable
 from ._pool import open_worker_pool
 from ._retry import RetryPolicy
 
@@ -89,6 +90,9 @@ async def run_serve(args: argparse.Namespace) -> int:
         config = Config()
         config.bind = [args.bind]
         config.accesslog = None
+        # Hypercorn's own lines through its logger as the command set it up: once, and
+        # quiet with -q (its default handler printed "Running on" a second time)
+        config.errorlog = logging.getLogger("hypercorn.error")
         config.graceful_timeout = args.request_timeout  # requests in flight may finish
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
@@ -107,6 +111,8 @@ async def run_serve(args: argparse.Namespace) -> int:
                         served.set()
 
                 binds = await nursery.start(server)
+                if args.redis is not None:
+                    await _say_if_unreachable(backend)
                 where = "Redis" if args.redis is not None else "memory"
                 print(f"trioqueue serve: listening on {binds[0]} ({where} backend)", flush=True)
                 if pool is None and isinstance(backend, MemoryBackend):
@@ -131,6 +137,24 @@ async def run_serve(args: argparse.Namespace) -> int:
                     status = await _unrun(backend)
                 nursery.cancel_scope.cancel()
     return status
+
+
+async def _say_if_unreachable(backend: Backend) -> None:
+    """A WARNING at start when the backend does not answer within 2 s (serving goes on)."""
+    try:
+        with trio.move_on_after(2) as waited:
+            await backend.pending()
+    except BackendUnavailable as exc:
+        detail = f"the backend at {exc.where} cannot take jobs now ({exc.detail})"
+    else:
+        if not waited.cancelled_caught:
+            return
+        detail = "Redis did not answer within 2 s"
+    logger.warning(
+        "%s; POST /jobs answers 503 and /readyz not ready until it is back; the service "
+        "keeps trying",
+        detail,
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -178,6 +202,18 @@ async def _stop_pool(pool: WorkerPool, backend: Backend, args: argparse.Namespac
     """Stop the pool after the HTTP side: see the module for what each backend keeps."""
     if isinstance(backend, MemoryBackend):
         pool.mark_producer_finished()
+        if await backend.pending():  # say what the wait is for, not sit it out silently
+            gauges = (await backend.stats()).gauges
+            logger.info(
+                "waiting up to --grace %g s for the jobs left: %d running, %d waiting to "
+                "retry, %d waiting for a worker, %d due later; what is left then is lost "
+                "with the memory backend",
+                args.grace,
+                gauges.inflight,
+                gauges.retry_waiting,
+                gauges.backlog,
+                gauges.scheduled,
+            )
         with trio.move_on_after(args.grace):
             await pool.wait_stopped()
         report = await pool.shutdown(0)
@@ -185,7 +221,8 @@ async def _stop_pool(pool: WorkerPool, backend: Backend, args: argparse.Namespac
         if left:
             logger.warning(
                 "%d accepted jobs were not finished within --grace %g s; the memory backend "
-                "keeps nothing past the process, so they are lost (use --redis to keep them)",
+                "keeps nothing past the process, so they are lost, those put back included "
+                "(use --redis to keep them)",
                 left,
                 args.grace,
             )

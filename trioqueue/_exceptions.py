@@ -115,12 +115,13 @@ class JobNotFound(TrioqueueError, LookupError):
 
     def __init__(self, job_id: str, where: str = "jobs", why: str | None = None) -> None:
         self.job_id = job_id
+        self.where = where
         super().__init__(
             f"no job {job_id!r} among the {where}; "
             + (
                 why
-                or "list them to check the id (finished jobs are forgotten after the "
-                "backend's retention)"
+                or "check the id (Queue.job_ids lists them by place); a finished job is "
+                "forgotten once the backend's retention has passed"
             )
         )
 

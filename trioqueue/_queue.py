@@ -397,6 +397,20 @@ class Queue:
         """
         return await self._backend.status(_checked_id("status", job_id))
 
+    async def job_ids(self, place: str, *, limit: int = 100) -> list[str]:
+        """The ids of up to *limit* jobs in *place*, next in turn first.
+
+        *place* is one of `PLACES`: ``"ready"``, ``"stored"``, ``"scheduled"``,
+        ``"claimed"``, ``"dead"`` or ``"finished"``; see `Backend.job_ids` for the
+        order of each. `status` tells more of each job.
+
+        Raises:
+            ValueError: *place* is not one of them, or *limit* is negative.
+
+        Always checkpoints; it only reads, so a cancellation changes nothing.
+        """
+        return await self._backend.job_ids(place, limit=limit)
+
     async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
         """The dead letters, oldest first, each with its attempts, last error and reason.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from .._payload import PRIORITIES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 __all__ = ["ReadyLevels"]
 
@@ -32,6 +32,11 @@ class ReadyLevels(Generic[T]):
 
     def __bool__(self) -> bool:
         return self._count > 0
+
+    def __iter__(self) -> Iterator[T]:
+        """The items in the order `pop` takes them."""
+        for line in self._levels.values():
+            yield from line
 
     def __contains__(self, item: T) -> bool:
         return item in self._levels[self._level(item)]

@@ -24,6 +24,7 @@ from .._backend import (
     SweepReport,
     checked_capacity,
     checked_page,
+    checked_place,
     checked_retention,
 )
 from .._exceptions import (
@@ -47,7 +48,7 @@ from ._levels import ReadyLevels
 from ._waiters import Waiters
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Sequence
+    from collections.abc import AsyncGenerator, Iterable, Sequence
 
 __all__ = ["MemoryBackend"]
 
@@ -572,6 +573,23 @@ class MemoryBackend:
                 look_at = inbox.take()
         finally:
             self._waiters.close(inbox)
+
+    async def job_ids(self, place: str, *, limit: int = 100) -> list[str]:
+        """The ids of up to *limit* jobs in *place*; see `Backend.job_ids`."""
+        checked_place(place, limit)
+        await trio.lowlevel.checkpoint()
+        held: Iterable[str]
+        if place == "ready":
+            held = (entry.id for entry in self._ready)
+        elif place == "stored":
+            held = (entry.id for entry in self._unqueued)
+        elif place == "scheduled":
+            held = (entry.id for _, _, entry in sorted(self._scheduled, key=lambda s: s[:2]))
+        elif place == "claimed":  # a dict keeps the order claims were made in
+            held = (entry.id for entry in self._claims.values())
+        else:
+            held = self._dead if place == "dead" else self._finished
+        return list(itertools.islice(held, limit))
 
     async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
         """The dead letters, oldest first; see `Backend.dead_letters`."""

@@ -28,6 +28,7 @@ from .._backend import (
     SweepReport,
     checked_capacity,
     checked_page,
+    checked_place,
     checked_retention,
 )
 from .._exceptions import (
@@ -726,6 +727,11 @@ class RedisBackend:
     async def pending(self) -> int:
         """Jobs accepted and not finished: ready, stored, or claimed."""
         return int(await self._run("pending"))
+
+    async def job_ids(self, place: str, *, limit: int = 100) -> list[str]:
+        """The ids of up to *limit* jobs in *place*; see `Backend.job_ids`."""
+        checked_place(place, limit)
+        return [text(job_id) for job_id in await self._run("job_ids", place, limit)]
 
     async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
         """The dead letters, oldest first; see `Backend.dead_letters`."""

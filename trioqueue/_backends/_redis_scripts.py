@@ -27,6 +27,7 @@ SCRIPT_NAMES: Final = (
     "watch",
     "events",
     "cancel",
+    "job_ids",
 )
 
 
@@ -42,6 +43,7 @@ READ_ONLY: Final = frozenset(
         "schedule_marks",
         "watch",
         "events",
+        "job_ids",
     }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""
@@ -66,6 +68,7 @@ FLAGS: Final = {
     # marks the records of jobs someone waits for: a few bytes each
     "watch": "allow-oom",
     "events": "no-writes,allow-oom",
+    "job_ids": "no-writes,allow-oom",
     "cancel": "allow-oom",  # it frees room
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""

@@ -38,6 +38,7 @@ from .._backend import (
     SweepReport,
     checked_capacity,
     checked_page,
+    checked_place,
 )
 from .._exceptions import BackendUnavailable, ConfigurationError
 from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
@@ -315,6 +316,16 @@ class ShardedBackend:
     async def pending(self) -> int:
         """Jobs accepted and not finished, in all shards."""
         return sum([await shard.pending() for shard in self._shards])
+
+    async def job_ids(self, place: str, *, limit: int = 100) -> list[str]:
+        """The ids of up to *limit* jobs in *place*, shard by shard; see `Backend.job_ids`."""
+        checked_place(place, limit)
+        found: list[str] = []
+        for shard in self._shards:
+            if len(found) >= limit:
+                break
+            found += await shard.job_ids(place, limit=limit - len(found))
+        return found
 
     async def dead_letters(self, *, offset: int = 0, limit: int | None = None) -> list[JobRecord]:
         """The dead letters of every shard, oldest first; see `Backend.dead_letters`.

@@ -18,6 +18,7 @@ from .._backend import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict
 from .._job_input import prepare
 from ._jobs import (
+    FULL_MESSAGE,
     JOB_FIELDS,
     BodyTooLarge,
     bad_id,
@@ -123,5 +124,5 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
             status = 200 if result.deduplicated else 201 if result.queued else 202
             answers.append({"status": status, **receipt_json(result)})
         else:  # QueueFull: a memory backend's budget (MemoryFull) is full; nothing stored
-            answers.append({"status": 503, "error": "full", "message": str(result)})
+            answers.append({"status": 503, "error": "full", "message": FULL_MESSAGE})
     return JSONResponse({"results": answers})

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._access import Access
 
 __all__ = [
+    "FULL_MESSAGE",
     "JOB_FIELDS",
     "BodyTooLarge",
     "error",
@@ -42,6 +43,11 @@ __all__ = [
 logger = logging.getLogger("trioqueue.http")
 
 RETRY_AFTER: Final = "1"  # seconds a client waits before it sends again after a 503
+FULL_MESSAGE: Final = (
+    "the service holds as many jobs as its memory allows (--max-memory); nothing was "
+    "stored: send it again after Retry-After seconds, once workers have made room"
+)
+"""What a 503 ``full`` says: the service's own words, not the library's (`MemoryFull`)."""
 JOB_FIELDS: Final = frozenset(
     {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task", "priority"}
 )
@@ -74,7 +80,8 @@ def unavailable(exc: BackendUnavailable, then: str) -> JSONResponse:
     The backend's own message (its host, port, user, certificate paths) goes to the
     service's log, for its operator; the client learns only that it may retry.
     """
-    logger.warning("answered 503: %s", exc)
+    # where and why, without the advice a library user gets ("pools retry by themselves")
+    logger.warning("answered 503: the backend at %s: %s", exc.where, exc.detail)
     return error(503, "unavailable", f"the queue's backend cannot be reached now; {then}")
 
 
@@ -254,7 +261,8 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
     except (TypeError, ValueError) as exc:
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except QueueFull as exc:  # submit meets one only as a memory budget's MemoryFull
-        return error(503, "full", f"{exc}; send it again after Retry-After seconds")
+        logger.warning("answered 503: %s", exc)
+        return error(503, "full", FULL_MESSAGE)
     except BackendUnavailable as exc:
         return unavailable(exc, "nothing was stored: send it again")
     if receipt.deduplicated:  # the stored record, to a client that may read it
