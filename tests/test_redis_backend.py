@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import coredis
 import pytest
@@ -20,6 +21,8 @@ from trioqueue import ConfigurationError, JobState, Queue
 from .redis_time import pass_time
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from .redis_server import RedisServer
 
 
@@ -363,6 +366,20 @@ async def test_a_late_blmove_registration_leaves_the_new_owners_claim_alone(
         assert await backend.ack(owner)
 
 
+@contextlib.asynccontextmanager
+async def ttl_queue(
+    server: RedisServer, key_ttl: float, **options: Any
+) -> AsyncIterator[tuple[trioqueue.RedisBackend, coredis.Redis[bytes]]]:
+    """A new queue with *key_ttl* (and *options*), and a client to look at its keys."""
+    async with (
+        trioqueue.RedisBackend(
+            server.url, queue=queue_name(), min_idle=30, key_ttl=key_ttl, **options
+        ) as backend,
+        coredis.Redis.from_url(server.url) as client,
+    ):
+        yield backend, client
+
+
 async def wait_until_gone(client: coredis.Redis[bytes], key: str) -> None:
     """Poll until Redis has expired *key* (the server's own timer; bounded)."""
     with trio.fail_after(10):
@@ -379,12 +396,7 @@ async def test_without_key_ttl_nothing_expires(redis_server: RedisServer):
 
 
 async def test_each_enqueue_keeps_a_queue_with_key_ttl_alive(redis_server: RedisServer):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=60
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 60) as (backend, client):
         await Queue(backend).enqueue({"n": 1})
         await client.pexpire(backend.keys.ready, 5_000)  # as if 55 s had passed
         await Queue(backend).enqueue({"n": 2})
@@ -392,12 +404,7 @@ async def test_each_enqueue_keeps_a_queue_with_key_ttl_alive(redis_server: Redis
 
 
 async def test_an_unfed_queue_expires_with_its_jobs(redis_server: RedisServer):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
         queue = Queue(backend)
         for n in range(3):
             await queue.enqueue({"n": n}, id=f"j{n}")
@@ -411,12 +418,7 @@ async def test_an_unfed_queue_expires_with_its_jobs(redis_server: RedisServer):
 
 async def test_a_queue_fed_in_time_keeps_every_waiting_job(redis_server: RedisServer):
     """Seed 001: a queue that is used never expires, and nothing in it does (real time)."""
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), capacity=4, min_idle=30, key_ttl=0.4
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 0.4, capacity=4) as (backend, client):
         queue = Queue(backend)
         await queue.enqueue("later", id="later", delay=0.2)
         for n in range(12):  # 1.8 s in all: over four key TTLs, fed every 0.15 s
@@ -438,12 +440,7 @@ async def test_a_queue_fed_in_time_keeps_every_waiting_job(redis_server: RedisSe
 
 async def test_a_job_of_an_expired_queue_is_not_found_as_a_duplicate(redis_server: RedisServer):
     """Its record may outlive the queue by up to a key TTL; its id starts a new job."""
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
         queue = Queue(backend)
         await queue.enqueue({"n": 1}, id="j")
         await wait_until_gone(client, backend.keys.ready)  # the queue expired, unfed
@@ -459,12 +456,7 @@ async def test_a_job_of_an_expired_queue_is_not_found_as_a_duplicate(redis_serve
 
 
 async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisServer):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
         queue = Queue(backend)
         await queue.enqueue({"n": 1}, id="running")
         await queue.enqueue({"n": 2}, id="doomed")
@@ -481,12 +473,7 @@ async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisSer
 async def test_a_job_that_waited_past_key_ttl_is_forgotten_and_counted(
     redis_server: RedisServer,
 ):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=60
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 60) as (backend, client):
         queue = Queue(backend)
         await queue.enqueue({"n": 1}, id="old")
         await client.pexpire(backend.keys.job_prefix + "old", 1)  # as if 60 s had passed
@@ -501,12 +488,7 @@ async def test_a_job_that_waited_past_key_ttl_is_forgotten_and_counted(
 
 
 async def test_a_stored_job_that_waited_past_key_ttl_is_forgotten_too(redis_server: RedisServer):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), capacity=1, min_idle=30, key_ttl=60
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 60, capacity=1) as (backend, client):
         queue = Queue(backend)
         await queue.submit({"n": 1}, id="first")
         assert not (await queue.submit({"n": 2}, id="stored")).queued  # no room: stored
@@ -660,12 +642,7 @@ async def test_a_simple_queue_never_gives_back_a_job_whose_outcome_was_lost(
 
 
 async def test_counters_outlive_key_ttl_while_jobs_are_held(redis_server: RedisServer):
-    async with (
-        trioqueue.RedisBackend(
-            redis_server.url, queue=queue_name(), min_idle=30, key_ttl=0.3
-        ) as backend,
-        coredis.Redis.from_url(redis_server.url) as client,
-    ):
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
         await Queue(backend).enqueue({"n": 1}, id="held")
         [claim] = await backend.claim(1, lease=30, block=0)
         await wait_until_gone(client, backend.keys.ready)

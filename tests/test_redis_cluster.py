@@ -213,17 +213,27 @@ def assert_all_completed(records: dict[int, trioqueue.JobRecord | None]) -> None
     assert {n: r.state for n, r in records.items() if r and r.state.value != "completed"} == {}
 
 
-async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
+@pytest.mark.parametrize("url_names", ["another node", "its node", "its node and another"])
+async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster, url_names):
     """Kill the master that serves the queue while a producer and a pool run.
 
     Its replica takes over (cluster-node-timeout 1 s). Every job accepted is
     completed. A job may run twice only if a run of it was going on around the
     kill: its claim or its outcome may have reached the master and not the
-    replica (Redis replicates after it replies). No other job runs twice.
+    replica (Redis replicates after it replies). No other job runs twice. The
+    URL names another master, or the killed one (alone, or before another):
+    once the cluster is known, the URL's node does not matter, and a new backend
+    given a URL with another node too connects through that one.
     """
     cluster = own_cluster
-    name = tag_on(cluster, 1)
+    name = tag_on(cluster, 1 if url_names == "another node" else 0)
     doomed = cluster.master_of(name)
+    nodes = {
+        "another node": [cluster.masters[0]],
+        "its node": [doomed],
+        "its node and another": [doomed, cluster.masters[1]],
+    }[url_names]
+    url = "redis://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes) + "?cluster=yes"
     runs: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
     killed_at = math.inf
 
@@ -239,8 +249,7 @@ async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
         killed_at = time.monotonic()
         doomed.stop(kill=True)
 
-    # the URL names master 0: it survives
-    records = await run_through(cluster.url + "?cluster=yes", name, handler, kill, min_idle=3)
+    records = await run_through(url, name, handler, kill, min_idle=3)
     assert cluster.master_of(name) is not doomed  # the replica serves the slot now
     assert_all_completed(records)
     assert sorted(runs) == list(range(JOBS))  # every job ran
@@ -251,6 +260,13 @@ async def test_a_failover_of_the_queues_master_loses_no_job(own_cluster):
         if spans[0][0] <= killed_at + 0.05 and spans[0][1] >= killed_at - 0.1
     }
     assert twice <= around_the_kill
+    if len(nodes) > 1:  # a new process: the URL's first node is down, its second is not
+        with trio.fail_after(15):
+            async with trioqueue.RedisBackend(url, queue=name, min_idle=3) as fresh:
+                await Queue(fresh).enqueue("after", id="after")
+                [claim] = await fresh.claim(5, lease=30, block=0)
+                assert claim.job.id == "after"
+                assert await fresh.ack(claim)
 
 
 async def test_moving_the_queues_slot_during_a_run_loses_no_job(own_cluster):
@@ -278,54 +294,6 @@ async def test_moving_the_queues_slot_during_a_run_loses_no_job(own_cluster):
     assert_all_completed(records)
     assert sorted(runs) == list(range(JOBS))
     assert {n: count for n, count in runs.items() if count > 1} == {}
-
-
-@pytest.mark.parametrize("seeds", ["its node alone", "its node and another"])
-async def test_when_the_urls_node_dies_with_the_queues_slot_no_job_is_lost(own_cluster, seeds):
-    """Kill the node the URL names, which serves the queue too, while a pool runs.
-
-    Its replica takes over; every job completes, only jobs running around the
-    kill may run twice, and a new backend given a URL with another node too
-    connects through that one while the first is down.
-    """
-    cluster = own_cluster
-    name = tag_on(cluster, 0)
-    doomed = cluster.masters[0]
-    nodes = [doomed] + ([cluster.masters[1]] if seeds == "its node and another" else [])
-    url = "redis://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes) + "?cluster=yes"
-    runs: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
-    killed_at = math.inf
-
-    async def handler(job: trioqueue.Job) -> None:
-        started = time.monotonic()
-        try:
-            await trio.sleep(0.01)
-        finally:
-            runs[job.payload].append((started, time.monotonic()))
-
-    async def kill() -> None:
-        nonlocal killed_at
-        killed_at = time.monotonic()
-        doomed.stop(kill=True)
-
-    records = await run_through(url, name, handler, kill, min_idle=3)
-    assert cluster.master_of(name) is not doomed
-    assert_all_completed(records)
-    assert sorted(runs) == list(range(JOBS))
-    twice = {n for n, spans in runs.items() if len(spans) > 1}
-    around_the_kill = {
-        n
-        for n, spans in runs.items()
-        if spans[0][0] <= killed_at + 0.05 and spans[0][1] >= killed_at - 0.1
-    }
-    assert twice <= around_the_kill
-    if len(nodes) > 1:  # a new process: the URL's first node is down, its second is not
-        with trio.fail_after(15):
-            async with trioqueue.RedisBackend(url, queue=name, min_idle=3) as fresh:
-                await Queue(fresh).enqueue("after", id="after")
-                [claim] = await fresh.claim(5, lease=30, block=0)
-                assert claim.job.id == "after"
-                assert await fresh.ack(claim)
 
 
 async def test_once_the_cluster_is_known_the_urls_node_may_die(own_cluster):
