@@ -147,3 +147,10 @@ async def test_purging_dead_letters_wakes_a_producer_waiting_for_the_budget(auto
         assert await queue.purge_dead() == 5
         with trio.fail_after(1):  # no worker runs: the purge itself wakes it
             await done.wait()
+
+
+async def test_a_job_larger_than_the_whole_budget_is_refused_not_waited_for():
+    backend = trioqueue.MemoryBackend(max_bytes=8 * KIB)
+    with trio.fail_after(1), pytest.raises(trioqueue.MemoryFull, match="max_bytes"):
+        await Queue(backend).enqueue("x" * 10_000, id="huge")  # never fits: no wait
+    assert _held(backend) == 0

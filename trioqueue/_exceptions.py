@@ -58,8 +58,9 @@ class MemoryFull(QueueFull):
     """A `MemoryBackend` holds all the bytes its *max_bytes* allows; nothing was accepted.
 
     Its unfinished jobs and dead letters fill the budget (finished records give
-    way to new jobs first). `Queue.enqueue` waits instead; workers finishing
-    jobs, or purging dead letters, make room. A subclass of `QueueFull`, so code
+    way to new jobs first), or the job alone is larger than all of it.
+    `Queue.enqueue` waits instead, unless the job can never fit; workers
+    finishing jobs, or purging dead letters, make room. A subclass of `QueueFull`, so code
     that handles a full queue handles this too.
     """
 

@@ -153,7 +153,8 @@ class MemoryBackend:
             (`memory_held`); None (the default) for no bound. A new job that
             would pass it first evicts the oldest finished records; if unfinished
             jobs and dead letters fill it, `Queue.enqueue` waits for room and
-            `Queue.submit` and `Queue.try_enqueue` raise `MemoryFull`. Give one
+            `Queue.submit` and `Queue.try_enqueue` raise `MemoryFull` (as every
+            call does for a job larger than the whole budget). Give one
             where producers may outrun the workers with submit or delays, or
             payloads are large: the capacity bounds only the ready queue.
 
@@ -492,8 +493,8 @@ class MemoryBackend:
         size = len(job.encoded) + self.RECORD_COST
         if not self._room_for(size):
             assert self._max_bytes is not None  # no budget, always room
-            if mode is AddMode.WAIT:
-                return None
+            if mode is AddMode.WAIT and size <= self._max_bytes:
+                return None  # room comes as jobs finish; a job over the budget never fits
             return MemoryFull(self._capacity, self._max_bytes, size)
         entry = _Entry(
             id=job.id,
