@@ -443,16 +443,31 @@ async def test_a_job_of_an_expired_queue_is_not_found_as_a_duplicate(redis_serve
     async with ttl_queue(redis_server, 0.3) as (backend, client):
         queue = Queue(backend)
         await queue.enqueue({"n": 1}, id="j")
+        await queue.enqueue({"n": 2}, id="k")
         await wait_until_gone(client, backend.keys.ready)  # the queue expired, unfed
         assert await client.pttl(backend.keys.job_prefix + "j") > 0  # the record lingers
-        receipt = await queue.enqueue({"n": 1}, id="j")
-        assert not receipt.deduplicated
-        [claim] = await backend.claim(5, lease=30, block=0)
-        assert claim.job.id == "j"
-        assert await backend.ack(claim)
+        for job_id in ("j", "k"):  # one call each: the queue is born again at the first
+            assert not (await queue.enqueue({"n": 1}, id=job_id)).deduplicated
+        claims = await backend.claim(5, lease=30, block=0)
+        assert sorted(claim.job.id for claim in claims) == ["j", "k"]
+        for claim in claims:
+            assert await backend.ack(claim)
         stats = await backend.stats()
-        assert (stats.enqueued, stats.expired, stats.succeeded) == (2, 1, 1)
+        assert (stats.enqueued, stats.expired, stats.succeeded) == (4, 2, 2)
         assert stats.conserved
+
+
+async def test_in_a_live_queue_a_waiting_job_is_found_by_its_id_as_ever(
+    redis_server: RedisServer,
+):
+    """A record the expiry set does not list (a queue from before it) is no ghost."""
+    async with ttl_queue(redis_server, 60) as (backend, client):
+        queue = Queue(backend)
+        await queue.enqueue({"n": 1}, id="j")
+        await client.zrem(backend.keys.expiry, ["j"])
+        assert (await queue.enqueue({"n": 1}, id="j")).deduplicated
+        with pytest.raises(trioqueue.IdempotencyConflict):
+            await queue.enqueue({"n": 2}, id="j")
 
 
 async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisServer):

@@ -34,10 +34,12 @@ for i = 9, #ARGV, 6 do
     if due <= NOW then due = nil end
   end
   local existing = redis.call('HGET', key, 'h')
-  if existing and KEY_TTL_MS and not redis.call('ZSCORE', K_EXP, id)
-    and redis.call('PTTL', key) > 0 and not is_finished(redis.call('HGET', key, 's')) then
-    -- a job of a queue that expired unfed: its record lingers until its own TTL, but
-    -- nothing refers to it any more (see keep); this id starts a new job
+  if existing and KEY_TTL_MS and BORN and (tonumber(redis.call('HGET', key, 'c')) or 0) < BORN
+    and not redis.call('ZSCORE', K_EXP, id) and redis.call('PTTL', key) > 0
+    and not is_finished(redis.call('HGET', key, 's')) then
+    -- a job of an earlier life of this queue, which expired unfed: its record lingers
+    -- until its own TTL, but nothing refers to it any more (see keep); this id starts
+    -- a new job. A record made in the queue's present life is never such a ghost.
     redis.call('DEL', key)
     count('expired')
     existing = nil

@@ -82,7 +82,8 @@ if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- them when it connects), so a process keeps working when the queue is configured
 -- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
-local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source')
+local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source',
+  'born')
 -- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
 -- that name has too: the keys belong to the kind of source that wrote first.
 local SOURCE = KEYS[20] and 'stream' or 'list'
@@ -99,8 +100,12 @@ if agreed[1] then
   if agreed[3] and agreed[3] ~= '' then KEY_TTL_MS = math.ceil(tonumber(agreed[3]) * 1000) end
 elseif not READ_ONLY then
   redis.call('HSET', K_CONF, 'capacity', ARGV[3], 'mode', ARGV[6], 'key_ttl', ARGV[7],
-    'source', SOURCE)
+    'source', SOURCE, 'born', string.format('%.6f', NOW))
 end
+-- When the queue's settings were stored: a queue with a key TTL that expired unfed
+-- is born again, and a record made before then belongs to its earlier life (see
+-- add.lua). None for a queue from before this was stored.
+local BORN = tonumber(agreed[6]) or (not agreed[1] and NOW) or nil
 -- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
 if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else
