@@ -206,6 +206,10 @@ def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503()
         assert body["error"] == "full"
         assert "--max-memory" in body["message"]
         assert "enqueue()" not in body["message"]  # the service's words, not the library's
+        huge = {"id": "huge", "payload": {"blob": "x" * 1_048_000}}  # with its record: > 1 MiB
+        status, body = post(base, huge)
+        assert (status, body["error"]) == (413, "too_large"), body
+        assert "can never be stored" in str(body["message"])
         held = statuses.count(201) + statuses.count(202)
         assert 4 <= held <= 5
         stats = get(base, "/stats")

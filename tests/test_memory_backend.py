@@ -8,7 +8,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import Queue
+from trioqueue import Queue, RetryPolicy
 
 
 async def test_records_carry_wall_clock_times_spaced_by_trios_clock(autojump_clock):
@@ -154,3 +154,41 @@ async def test_a_job_larger_than_the_whole_budget_is_refused_not_waited_for():
     with trio.fail_after(1), pytest.raises(trioqueue.MemoryFull, match="max_bytes"):
         await Queue(backend).enqueue("x" * 10_000, id="huge")  # never fits: no wait
     assert _held(backend) == 0
+
+
+async def test_a_job_too_large_for_the_budget_evicts_no_finished_record(autojump_clock):
+    backend = trioqueue.MemoryBackend(max_bytes=32 * KIB)
+    queue = Queue(backend)
+    async with trioqueue.open_worker_pool(backend, _noop):
+        for n in range(3):
+            await queue.enqueue("x", id=f"done-{n}")
+    with pytest.raises(trioqueue.MemoryFull):
+        await queue.submit("x" * 40_000, id="huge")
+    assert [await queue.status(f"done-{n}") is not None for n in range(3)] == [True] * 3
+
+
+async def test_room_freed_at_once_lets_every_waiting_producer_in(autojump_clock):
+    backend = trioqueue.MemoryBackend(max_bytes=32 * KIB)
+    queue = Queue(backend)
+
+    async def fails(job: trioqueue.Job) -> None:
+        raise RuntimeError("dead on purpose")
+
+    async with trioqueue.open_worker_pool(backend, fails, retry=RetryPolicy(max_attempts=1)):
+        for n in range(5):
+            await queue.enqueue("x" * 4000, id=f"dead-{n}")
+    await queue.enqueue("x" * 4000, id="fits")  # the budget is full now
+    done: list[int] = []
+
+    async def produce(n: int) -> None:
+        await queue.enqueue("y" * 4000, id=f"new-{n}")
+        done.append(n)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(3):
+            nursery.start_soon(produce, n)
+        await trio.sleep(60)
+        assert done == []
+        await queue.purge_dead()
+        await trio.sleep(1)  # on the mock clock; no pool runs that could wake them later
+        assert sorted(done) == [0, 1, 2]  # all three fit now, and all were woken

@@ -470,6 +470,44 @@ async def test_in_a_live_queue_a_waiting_job_is_found_by_its_id_as_ever(
             await queue.enqueue({"n": 2}, id="j")
 
 
+async def test_a_burst_of_more_than_a_thousand_jobs_all_outlive_their_fed_queue(
+    redis_server: RedisServer,
+):
+    async with ttl_queue(redis_server, 1.0, capacity=10) as (backend, client):
+        queue = Queue(backend)
+        await queue.submit_many(["x"] * 1500, ids=[f"j{n}" for n in range(1500)])
+        for n in range(3):  # fed every 0.8 s: the queue lives on, and so must every job
+            await trio.sleep(0.8)
+            await queue.submit("feed", id=f"feed-{n}")  # the queue is full: stored
+        records = [backend.keys.job_prefix + f"j{n}" for n in range(1500)]
+        assert await client.exists(records) == 1500
+
+
+async def test_a_delayed_job_of_an_unfed_queue_is_found_by_its_id_until_due(
+    redis_server: RedisServer,
+):
+    """The queue's lists expired; its delayed job lives until due, and is no ghost."""
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
+        queue = Queue(backend)
+        await queue.enqueue("later", id="d", delay=30)
+        await queue.enqueue("now", id="x")
+        await wait_until_gone(client, backend.keys.ready)
+        assert (await queue.enqueue("later", id="d")).deduplicated
+        assert (await backend.stats()).expired == 0
+
+
+async def test_a_poison_job_dead_lettered_at_its_claim_never_expires(redis_server: RedisServer):
+    async with ttl_queue(redis_server, 0.3, max_deliveries=1) as (backend, client):
+        await Queue(backend).enqueue("p", id="poison")
+        await backend.claim(1, lease=0.05, block=0)  # its worker "dies"
+        await trio.sleep(0.1)
+        await backend.sweep()  # recovered, delivered once without an outcome
+        assert await backend.claim(1, lease=30, block=0) == []  # dead-lettered instead
+        await trio.sleep(0.8)  # past two key TTLs, nothing feeding the queue
+        assert await client.pttl(backend.keys.job_prefix + "poison") == -1
+        assert [dead.id for dead in await backend.dead_letters()] == ["poison"]
+
+
 async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisServer):
     async with ttl_queue(redis_server, 0.3) as (backend, client):
         queue = Queue(backend)

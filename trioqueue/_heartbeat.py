@@ -23,10 +23,13 @@ _EVERY: Final = 0.1  # seconds between beats
 
 
 class Heartbeat:
-    """A daemon thread that notes `time.monotonic` every tenth of a second, while started."""
+    """A daemon thread that notes `time.monotonic` every tenth of a second, while started.
 
-    def __init__(self) -> None:
-        self._beats: collections.deque[float] = collections.deque(maxlen=3000)  # 5 min
+    It keeps the beats of the last *keep* seconds: a window asked about must be no longer.
+    """
+
+    def __init__(self, keep: float) -> None:
+        self._beats: collections.deque[float] = collections.deque(maxlen=int(keep / _EVERY) + 10)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -45,6 +48,13 @@ class Heartbeat:
             self._beats.append(time.monotonic())
 
     def stood_still(self, since: float, until: float) -> float:
-        """The longest time between *since* and *until* (`time.monotonic`) with no beat."""
-        beats = [since, *(beat for beat in list(self._beats) if since < beat < until), until]
+        """The longest time between *since* and *until* (`time.monotonic`) with no beat.
+
+        Before the oldest beat kept, when beats have been dropped, nothing is known:
+        the window starts there.
+        """
+        kept = list(self._beats)
+        if len(kept) == self._beats.maxlen:
+            since = max(since, kept[0])
+        beats = [since, *(beat for beat in kept if since < beat < until), until]
         return max(later - earlier for earlier, later in itertools.pairwise(beats))

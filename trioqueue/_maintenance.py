@@ -91,7 +91,7 @@ async def renew_leases(
     ids of the jobs whose handlers ran at some time since then. When the whole
     process stood still instead (see `Heartbeat`), the WARNING says that.
     """
-    heartbeat = Heartbeat()
+    heartbeat = Heartbeat(keep=2 * lease / 3 + 60)  # a period, and as long again late
     heartbeat.start()
     try:
         await _renew_forever(backend, books, lease, outage, running, heartbeat)

@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend, Queue
+from trioqueue._heartbeat import Heartbeat
 from trioqueue._outage import OutageTracker
 from trioqueue._pool_books import Books
 from trioqueue._pool_config import PoolConfig
@@ -265,3 +266,12 @@ class TestOutageTracker:
         nominal = [0.5, 0.5, 0.5, 0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within two s
         for pause, most in zip(pauses, nominal, strict=True):
             assert 0.8 * most <= pause <= most, pauses
+
+
+def test_a_heartbeat_knows_nothing_before_the_oldest_beat_it_kept():
+    heartbeat = Heartbeat(keep=0.5)
+    heartbeat._beats.extend(100.0 + 0.1 * n for n in range(heartbeat._beats.maxlen or 0))
+    oldest, newest = heartbeat._beats[0], heartbeat._beats[-1]
+    # a window reaching back past what is kept is no pause of that length
+    assert heartbeat.stood_still(oldest - 300, newest) < 0.2
+    assert heartbeat.stood_still(newest - 0.05, newest + 2) > 1.9  # no beat since: 2 s

@@ -404,7 +404,7 @@ class MemoryBackend:
             self._forget(old)
         if self._max_bytes is not None:
             self._room_for(0)  # its result may have passed the budget
-            self._room.unpark()  # its bytes may go to a producer waiting for them
+            self._room.unpark_all()  # its bytes may fit several producers waiting
 
     def _forget(self, job_id: str) -> None:
         """Drop *job_id*'s record, and its bytes from `memory_held`."""
@@ -491,10 +491,12 @@ class MemoryBackend:
         if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         size = len(job.encoded) + self.RECORD_COST
-        if not self._room_for(size):
+        if self._max_bytes is not None and size > self._max_bytes:
+            return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
+        if not self._room_for(size):  # evicts finished records for it first
             assert self._max_bytes is not None  # no budget, always room
-            if mode is AddMode.WAIT and size <= self._max_bytes:
-                return None  # room comes as jobs finish; a job over the budget never fits
+            if mode is AddMode.WAIT:
+                return None  # room comes as jobs finish
             return MemoryFull(self._capacity, self._max_bytes, size)
         entry = _Entry(
             id=job.id,
@@ -607,7 +609,7 @@ class MemoryBackend:
             del self._dead[dead_id]
             self._forget(dead_id)
         if ids and self._max_bytes is not None:
-            self._room.unpark()  # room for a producer waiting for bytes
+            self._room.unpark_all()  # room for the producers waiting for bytes
         return len(ids)
 
     async def requeue_dead(self, job_id: str) -> JobRecord:

@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backend import AddMode, NewJob, Receipt
-from .._exceptions import BackendUnavailable, IdempotencyConflict
+from .._exceptions import BackendUnavailable, IdempotencyConflict, MemoryFull
 from .._job_input import prepare
 from ._jobs import (
     FULL_MESSAGE,
@@ -28,6 +28,7 @@ from ._jobs import (
     read_body,
     receipt_json,
     refuse_media,
+    too_large_for_memory,
     unavailable,
 )
 from ._json import JSONResponse
@@ -123,6 +124,9 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
         elif isinstance(result, Receipt):
             status = 200 if result.deduplicated else 201 if result.queued else 202
             answers.append({"status": status, **receipt_json(result)})
+        elif isinstance(result, MemoryFull) and result.size > result.max_bytes:
+            message = too_large_for_memory(result)
+            answers.append({"status": 413, "error": "too_large", "message": message})
         else:  # QueueFull: a memory backend's budget (MemoryFull) is full; nothing stored
             answers.append({"status": 503, "error": "full", "message": FULL_MESSAGE})
     return JSONResponse({"results": answers})

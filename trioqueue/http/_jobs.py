@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import attrs
 
-from .._exceptions import BackendUnavailable, IdempotencyConflict, QueueFull
+from .._exceptions import BackendUnavailable, IdempotencyConflict, MemoryFull, QueueFull
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ __all__ = [
     "post_job",
     "read_body",
     "refuse_media",
+    "too_large_for_memory",
 ]
 
 logger = logging.getLogger("trioqueue.http")
@@ -83,6 +84,15 @@ def unavailable(exc: BackendUnavailable, then: str) -> JSONResponse:
     # where and why, without the advice a library user gets ("pools retry by themselves")
     logger.warning("answered 503: the backend at %s: %s", exc.where, exc.detail)
     return error(503, "unavailable", f"the queue's backend cannot be reached now; {then}")
+
+
+def too_large_for_memory(exc: MemoryFull) -> str:
+    """What a 413 says of a job larger than the service's whole memory budget."""
+    return (
+        f"the job takes {exc.size:,} bytes, more than all of --max-memory "
+        f"({exc.max_bytes:,} bytes) holds: it can never be stored; send a smaller one, "
+        "or raise --max-memory"
+    )
 
 
 def bad_id(job_id: str) -> str | None:
@@ -261,6 +271,8 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
     except (TypeError, ValueError) as exc:
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except QueueFull as exc:  # submit meets one only as a memory budget's MemoryFull
+        if isinstance(exc, MemoryFull) and exc.size > exc.max_bytes:
+            return error(413, "too_large", too_large_for_memory(exc))
         logger.warning("answered 503: %s", exc)
         return error(503, "full", FULL_MESSAGE)
     except BackendUnavailable as exc:

@@ -273,7 +273,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             },
                             "The id exists with another payload; the stored job is unchanged.",
                         ),
-                        "413": _error(f"The body is over {max_body:,} bytes."),
+                        "413": _error(
+                            f"The body is over {max_body:,} bytes, or (too_large) the job "
+                            "alone is larger than a queue in memory may hold (--max-memory)."
+                        ),
                         "503": _UNAVAILABLE,
                     },
                 }

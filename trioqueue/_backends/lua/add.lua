@@ -35,7 +35,8 @@ for i = 9, #ARGV, 6 do
   end
   local existing = redis.call('HGET', key, 'h')
   if existing and KEY_TTL_MS and BORN and (tonumber(redis.call('HGET', key, 'c')) or 0) < BORN
-    and not redis.call('ZSCORE', K_EXP, id) and redis.call('PTTL', key) > 0
+    and not redis.call('ZSCORE', K_EXP, id) and not redis.call('ZSCORE', K_SCHED, id)
+    and redis.call('PTTL', key) > 0
     and not is_finished(redis.call('HGET', key, 's')) then
     -- a job of an earlier life of this queue, which expired unfed: its record lingers
     -- until its own TTL, but nothing refers to it any more (see keep); this id starts

@@ -78,6 +78,10 @@ local function take(element, fresh, priority)
       'delivered ' .. max_deliveries .. ' times (max_deliveries) without an outcome '
       .. 'each time: ' .. why .. '; fix that, then requeue it')
     redis.call('LPUSH', K_DEAD, id)
+    if KEY_TTL_MS then  -- a dead letter never expires
+      redis.call('PERSIST', key)
+      unkeep(id)
+    end
     count('dead_lettered')
     entry_done(id)
     ended(id)

@@ -203,11 +203,15 @@ local function feed()
   end
   -- the delayed jobs' set may have to outlive the queue (see defer), never the reverse
   if redis.call('PTTL', K_SCHED) < KEY_TTL_MS then redis.call('PEXPIRE', K_SCHED, KEY_TTL_MS) end
-  local soon = redis.call('ZRANGEBYSCORE', K_EXP, '-inf', NOW + KEY_TTL_MS / 1000,
-    'LIMIT', 0, 1000)
-  for _, id in ipairs(soon) do
-    if redis.call('EXISTS', jobkey(id)) == 1 then keep(id) else redis.call('ZREM', K_EXP, id) end
-  end
+  -- every record due to expire before the queue now would: each is rewritten at most
+  -- once per key TTL, however many come due together (a burst of jobs, one TTL ago)
+  local before = NOW + KEY_TTL_MS / 1000
+  repeat
+    local soon = redis.call('ZRANGEBYSCORE', K_EXP, '-inf', before, 'LIMIT', 0, 1000)
+    for _, id in ipairs(soon) do
+      if redis.call('EXISTS', jobkey(id)) == 1 then keep(id) else redis.call('ZREM', K_EXP, id) end
+    end
+  until #soon < 1000
 end
 
 -- A job no longer waits (claimed, or finished): its record no longer goes with the
