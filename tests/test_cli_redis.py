@@ -1538,3 +1538,4 @@ def test_an_option_is_never_taken_for_a_longer_one_it_begins():
     refused = cli("worker", "m:h", "--handler", "m:h", "--redis", "redis://h", "--queue", "q")
     assert refused.returncode == 2
     assert "unrecognized arguments: --handler m:h" in refused.stderr
+    assert "worker takes its handler first, without --handler" in refused.stderr

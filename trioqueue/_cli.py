@@ -631,7 +631,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, commands = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command, as its other errors are
-        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        hint = ""
+        if args.command == "worker" and "--handler" in extra:  # serve's way, not worker's
+            hint = " (worker takes its handler first, without --handler: MODULE:HANDLER)"
+        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     _configure_logging(args)
     try:
         try:
