@@ -3,16 +3,17 @@
 Every task of a pool (the fetcher, lease renewal, the sweeper, the calls that
 report outcomes) tells one `OutageTracker` about each failed and each
 successful call. The tracker keeps one backoff for all of them, so an outage
-gives one log line per step of it, for the whole pool::
+gives one log line when it begins and one per step of the doubling, for the whole
+pool::
 
     WARNING the backend at redis://host:6379/0 could not be reached since 12:31:04
             (Connection refused); next try in 3.2 s
     INFO    the backend at redis://host:6379/0 is reachable again after 61.4 s
 
-The first `STEADY_TRIES` pauses are `FIRST_PAUSE` each, as a restarting server or
-a Redis Cluster's failover is usually over within two seconds; then they double up
-to `LONGEST_PAUSE`. Each is less up to a fifth at random, so workers that lost the
-same server do not all come back in step.
+The first `STEADY_TRIES` pauses are `FIRST_PAUSE` (a quarter of a second) each, as
+a restarting server or a Redis Cluster's failover is often over within two seconds;
+then they double, from half a second up to `LONGEST_PAUSE`. Each is less up to a
+fifth at random, so workers that lost the same server do not all come back in step.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ __all__ = ["FIRST_PAUSE", "LONGEST_PAUSE", "STEADY_TRIES", "OutageTracker"]
 
 logger = logging.getLogger("trioqueue.pool")
 
-FIRST_PAUSE: Final = 0.5
-"""Seconds before the first new try: a restarting server or a failover needs about as much."""
+FIRST_PAUSE: Final = 0.25
+"""Seconds between the first `STEADY_TRIES` tries; the doubling starts from twice as long."""
 
-STEADY_TRIES: Final = 4
-"""Tries `FIRST_PAUSE` apart before the pauses start doubling: a failover of a Redis
-Cluster takes its node timeout and about a second more, and work resumes within
-`FIRST_PAUSE` of its end, not half a doubled pause later."""
+STEADY_TRIES: Final = 8
+"""Tries `FIRST_PAUSE` apart (two seconds in all) before the pauses start doubling: a
+failover of a Redis Cluster takes its node timeout and about a second more, and work
+resumes within `FIRST_PAUSE` of its end, not half a doubled pause later. Only the
+first of them is logged: the lines come one per step of the doubling."""
 
 LONGEST_PAUSE: Final = 15.0
 """Most seconds between tries: a worker is back at work at most this long after its
@@ -131,6 +133,8 @@ class OutageTracker:
         nominal = min(self.first_pause * 2**doublings, self.longest_pause)
         pause = max(0.0, min(nominal * (1 - 0.2 * self.rng.random()), limit - now))
         self._next_try = now + pause
+        if 0 < self._step < STEADY_TRIES:
+            return self._next_try  # the steady tries: their first line said it
         refused = isinstance(error, BackendRefused)
         logger.warning(
             "the backend at %s %s since %s (%s); next try in %.1f s",

@@ -512,13 +512,13 @@ async def open_worker_pool(
     the record; None is not stored.
 
     When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
-    share one backoff: every 0.5 s for the first four tries (a restart or a
-    cluster's failover is often over within two seconds), then doubling to 15 s,
+    share one backoff: every 0.25 s for the first two seconds (a restart or a
+    cluster's failover is often over by then), then doubling from 0.5 s to 15 s,
     each less up to a fifth at random. The ``trioqueue.pool`` logger gets one
-    WARNING per step of it and one INFO line when a call succeeds again, naming
-    how long the outage lasted; the sweeper skips its periods meanwhile. Every failed call counts
-    in ``metrics.backend_errors``. `WorkerPool.wait_backend_reached` returns
-    after the first successful call.
+    WARNING when it begins and one per doubled step, and one INFO line when a
+    call succeeds again, naming how long the outage lasted; the sweeper skips
+    its periods meanwhile. Every failed call counts in ``metrics.backend_errors``.
+    `WorkerPool.wait_backend_reached` returns after the first successful call.
 
     Args:
         backend: Where the jobs are, e.g. a `MemoryBackend`.

@@ -252,20 +252,23 @@ class TestFetcher:
 
 
 class TestOutageTracker:
-    async def test_the_first_tries_come_half_a_second_apart_then_the_pauses_double(
-        self, autojump_clock
+    async def test_the_first_tries_come_a_quarter_second_apart_then_the_pauses_double(
+        self, autojump_clock, caplog: pytest.LogCaptureFixture
     ):
         outage = OutageTracker(MemoryBackend().metrics, random.Random(1))
         error = BackendUnavailable("fake://db", "connection refused")
         pauses = []
-        for _ in range(10):
+        for _ in range(15):
             now = trio.current_time()
             next_try = outage.failed(error)
             pauses.append(next_try - now)
             await trio.sleep(next_try - now)
-        nominal = [0.5, 0.5, 0.5, 0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within two s
+        nominal = [0.25] * 8 + [0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within two s
         for pause, most in zip(pauses, nominal, strict=True):
             assert 0.8 * most <= pause <= most, pauses
+        # one line for the outage's start, then one per doubled step: not eight in 2 s
+        lines = [r for r in caplog.records if "could not be reached" in r.getMessage()]
+        assert len(lines) == 1 + 7
 
 
 def test_a_heartbeat_knows_nothing_before_the_oldest_beat_it_kept():
