@@ -52,19 +52,24 @@ room there; waiting for its due time; claimed by a worker (running, or waiting o
 retry's backoff); a dead letter; finished and kept by the retention."""
 
 
+def _check_count(call: str, name: str, value: object) -> None:
+    """Raise ValueError, naming *call* and *name*, unless *value* is a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{call}({name}={value!r}): give a whole number >= 0")
+
+
 def checked_place(place: str, limit: int) -> None:
     """Raise ValueError unless *place* is one of `PLACES` and *limit* a whole number >= 0."""
     if place not in PLACES:
         raise ValueError(f"job_ids({place!r}): a place is one of {', '.join(PLACES)}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"job_ids(limit={limit!r}): give a whole number >= 0")
+    _check_count("job_ids", "limit", limit)
 
 
 def checked_page(offset: int, limit: int | None) -> tuple[int, int | None]:
     """*offset* and *limit* of a page of dead letters, checked; ValueError if not whole >= 0."""
-    for name, value in (("offset", offset), ("limit", 0 if limit is None else limit)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"dead_letters({name}={value!r}): give a whole number >= 0")
+    _check_count("dead_letters", "offset", offset)
+    if limit is not None:
+        _check_count("dead_letters", "limit", limit)
     return offset, limit
 
 
