@@ -11,7 +11,7 @@ pool::
     INFO    the backend at redis://host:6379/0 is reachable again after 61.4 s
 
 The first `STEADY_TRIES` pauses are `FIRST_PAUSE` (a quarter of a second) each, as
-a restarting server or a Redis Cluster's failover is often over within two seconds;
+a restarting server or a Redis Cluster's failover is often over within four seconds;
 then they double, from half a second up to `LONGEST_PAUSE`. Each is less up to a
 fifth at random, so workers that lost the same server do not all come back in step.
 """
@@ -41,9 +41,10 @@ logger = logging.getLogger("trioqueue.pool")
 FIRST_PAUSE: Final = 0.25
 """Seconds between the first `STEADY_TRIES` tries; the doubling starts from twice as long."""
 
-STEADY_TRIES: Final = 8
-"""Tries `FIRST_PAUSE` apart (two seconds in all) before the pauses start doubling: a
-failover of a Redis Cluster takes its node timeout and about a second more, and work
+STEADY_TRIES: Final = 16
+"""Tries `FIRST_PAUSE` apart (four seconds in all) before the pauses start doubling: a
+failover of a Redis Cluster takes its node timeout and one to two seconds more
+(2.1-2.7 s with a node timeout of 1 s, benchmarks/cluster_faults.py), and work
 resumes within `FIRST_PAUSE` of its end, not half a doubled pause later. Only the
 first of them is logged: the lines come one per step of the doubling."""
 

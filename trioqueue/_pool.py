@@ -512,7 +512,7 @@ async def open_worker_pool(
     the record; None is not stored.
 
     When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
-    share one backoff: every 0.25 s for the first two seconds (a restart or a
+    share one backoff: every 0.25 s for the first four seconds (a restart or a
     cluster's failover is often over by then), then doubling from 0.5 s to 15 s,
     each less up to a fifth at random. The ``trioqueue.pool`` logger gets one
     WARNING when it begins and one per doubled step, and one INFO line when a

@@ -258,15 +258,15 @@ class TestOutageTracker:
         outage = OutageTracker(MemoryBackend().metrics, random.Random(1))
         error = BackendUnavailable("fake://db", "connection refused")
         pauses = []
-        for _ in range(15):
+        for _ in range(23):
             now = trio.current_time()
             next_try = outage.failed(error)
             pauses.append(next_try - now)
             await trio.sleep(next_try - now)
-        nominal = [0.25] * 8 + [0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within two s
+        nominal = [0.25] * 16 + [0.5, 1, 2, 4, 8, 15, 15]  # a failover ends within four s
         for pause, most in zip(pauses, nominal, strict=True):
             assert 0.8 * most <= pause <= most, pauses
-        # one line for the outage's start, then one per doubled step: not eight in 2 s
+        # one line for the outage's start, then one per doubled step: not 16 in 4 s
         lines = [r for r in caplog.records if "could not be reached" in r.getMessage()]
         assert len(lines) == 1 + 7
 
