@@ -40,6 +40,7 @@ TIERS = {
     "_backends._redis_hiredis": 3,
     "_backends._redis_current": 3,
     "_backends._resp": 1,
+    "_backends._resp_cluster": 1,
     "_backends._redis_probe": 1,
     "_backends._redis_watch": 1,
     "_backends._waiters": 0,

@@ -64,7 +64,7 @@ async def test_a_job_the_server_moved_just_before_the_cancellation_goes_back_fir
         connection = backend._conn
         unblock = connection.unblock
 
-        async def too_late(client_id: int) -> bool:
+        async def too_late(client_id: int, beside: object = None) -> bool:
             # the race: a job arrives and the server hands it to the waiting BLMOVE
             # before the unblock does
             await queue.enqueue("first", id="first")
@@ -167,7 +167,7 @@ async def test_a_job_put_back_after_a_cancelled_wait_never_overfills_the_queue(
         queue = Queue(backend)
         unblock = backend._conn.unblock
 
-        async def too_late(client_id: int) -> bool:
+        async def too_late(client_id: int, beside: object = None) -> bool:
             await queue.enqueue("first", id="first")  # the waiting BLMOVE takes it
             with trio.fail_after(10):
                 while not await raw.llen(keys.processing):  # noqa: ASYNC110 - in Redis

@@ -50,20 +50,21 @@ def test_hiredis_serves_one_server_unless_the_environment_names_another(monkeypa
     assert isinstance(connect("redis://localhost/0", KEYS, head), HiredisConnection)
 
 
-def test_a_cluster_and_waiting_for_replicas_get_glide(monkeypatch):
+def test_a_cluster_gets_hiredis_and_waiting_for_replicas_glide(monkeypatch):
     monkeypatch.delenv(CLIENT_ENV, raising=False)
     cluster = connect("redis://localhost:7000?cluster=yes", KEYS, head)
-    assert isinstance(cluster, GlideConnection)
+    assert isinstance(cluster, HiredisConnection)
+    monkeypatch.setenv(CLIENT_ENV, "glide")
+    assert isinstance(connect("redis://localhost:7000?cluster=yes", KEYS, head), GlideConnection)
+    monkeypatch.delenv(CLIENT_ENV)
     waiting = connect("redis://localhost/0", KEYS, head, wait_replicas=True)
     assert isinstance(waiting, GlideConnection)
     backend = trioqueue.RedisBackend("redis://localhost/0", queue="{q}", wait_replicas=1)
     assert isinstance(backend._conn, GlideConnection)
 
 
-def test_the_hiredis_client_refuses_a_cluster_and_waiting_for_replicas(monkeypatch):
+def test_the_hiredis_client_refuses_waiting_for_replicas(monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, "hiredis")
-    with pytest.raises(trioqueue.ConfigurationError, match=r"for a Redis Cluster"):
-        trioqueue.RedisBackend("redis://localhost:7000?cluster=yes", queue="{q}")
     with pytest.raises(trioqueue.ConfigurationError, match=r"needs the valkey-glide client"):
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}", wait_replicas=1)
 

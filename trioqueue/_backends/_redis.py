@@ -635,9 +635,10 @@ class RedisBackend:
         For handlers that talk to the same Redis as their queue: reach it with
         ``await trioqueue.current_redis().command("SET", key, value)`` and the
         command shares the pool's connections, with no client of its own to open.
-        On the default client (hiredis, one server) the reply is as RESP2 gives it:
-        ``bytes``, ``int``, ``None``, or a list of them (``HGETALL`` a flat list of
-        names and values); on valkey-glide (a cluster), as glide gives it. Not for
+        On the default client (hiredis) the reply is as RESP2 gives it: ``bytes``,
+        ``int``, ``None``, or a list of them (``HGETALL`` a flat list of names and
+        values); on valkey-glide (``wait_replicas``), as glide gives it. On a
+        cluster the command goes to the node serving its key's slot. Not for
         blocking commands (``BLPOP``, ...): each holds a connection while it waits.
 
         Cancellation: if cancelled, the command may or may not have run (its

@@ -1,12 +1,13 @@
 """Which Redis client a backend's connection uses, and what it must offer.
 
-For one server, hiredis: Trio's own sockets with the hiredis parser, a round
-trip less than half of what glide's or coredis's costs on Trio (docs/benchmarks.md).
-For a Redis Cluster (``?cluster=yes``) and for ``wait_replicas``, valkey-glide
-(the ``redis`` extra installs both wherever glide has a build); coredis where
-neither is installed. ``TRIOQUEUE_REDIS_CLIENT`` names one instead. Every
-connection keeps the same meaning of errors (see `ConnectionBase`) and passes
-the same crash and outage tests.
+For one server and for a Redis Cluster (``?cluster=yes``), hiredis: Trio's own
+sockets with the hiredis parser, a round trip less than half of what glide's or
+coredis's costs on Trio (docs/benchmarks.md), which follows a cluster's redirects
+without the fixed waits of glide's cluster client (``_resp_cluster.py``). For
+``wait_replicas``, valkey-glide (the ``redis`` extra installs both wherever glide
+has a build); without hiredis, glide, and coredis where neither is installed.
+``TRIOQUEUE_REDIS_CLIENT`` names one instead. Every connection keeps the same
+meaning of errors (see `ConnectionBase`) and passes the same crash and outage tests.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._exceptions import ConfigurationError
-from ._redis_url import check_url, wants_cluster
+from ._redis_url import check_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -84,12 +85,12 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def chosen_client(*, cluster: bool = False, wait_replicas: bool = False) -> str:
+def chosen_client(*, wait_replicas: bool = False) -> str:
     """The client a new connection uses: ``hiredis``, ``glide`` or ``coredis``.
 
-    `CLIENT_ENV` when it names one. Else, for one server, hiredis if it is
-    installed; for a cluster or *wait_replicas* (or without hiredis), glide if it
-    is installed; else coredis.
+    `CLIENT_ENV` when it names one. Else hiredis if it is installed, but for
+    *wait_replicas*; then glide if it is installed (a cluster needs hiredis or
+    glide); else coredis.
 
     Raises:
         ConfigurationError: `CLIENT_ENV` names another client.
@@ -102,7 +103,7 @@ def chosen_client(*, cluster: bool = False, wait_replicas: bool = False) -> str:
             f"{CLIENT_ENV}={name!r}: use hiredis, glide or coredis, or unset it to use the "
             "best one installed"
         )
-    if not (cluster or wait_replicas) and _installed("hiredis"):
+    if not wait_replicas and _installed("hiredis"):
         return "hiredis"
     return "glide" if _installed("glide") else "coredis"
 
@@ -121,7 +122,7 @@ def connect(
         ImportError: The client is not installed (the message says what to install).
     """
     check_url(url)
-    name = chosen_client(cluster=wants_cluster(url), wait_replicas=wait_replicas)
+    name = chosen_client(wait_replicas=wait_replicas)
     try:  # each client is imported only when chosen
         if name == "hiredis":
             from ._redis_hiredis import HiredisConnection

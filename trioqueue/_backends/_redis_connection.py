@@ -209,8 +209,8 @@ class ConnectionBase(Generic[ClientT]):
         if wants_cluster(self._url):  # when the backend is made, not when it opens
             raise ConfigurationError(
                 f"the {client} client talks to one Redis server; for a Redis Cluster "
-                "(?cluster=yes) use valkey-glide: pip install '.[redis]' and unset "
-                "TRIOQUEUE_REDIS_CLIENT"
+                "(?cluster=yes) unset TRIOQUEUE_REDIS_CLIENT to use hiredis (pip install "
+                "'trioqueue[redis]')"
             )
 
     @property

@@ -1,16 +1,18 @@
 """One queue's connection to Redis on Trio's own sockets, parsed by hiredis (see `ConnectionBase`).
 
-The default client for a single server (``redis://``, ``rediss://``, ``unix://``):
-a request is one ``send_all`` and one read on a pooled connection (``_resp.py``),
-less than half a round trip through valkey-glide or coredis on Trio. A Redis Cluster
-(``?cluster=yes``) and ``wait_replicas`` use valkey-glide, whose cluster client
-follows the topology and whose one connection carries both the writes and the
-``WAIT`` that counts them.
+The default client (``redis://``, ``rediss://``, ``unix://``, and a Redis Cluster
+with ``?cluster=yes``): a request is one ``send_all`` and one read on a pooled
+connection (``_resp.py``), less than half a round trip through valkey-glide or
+coredis on Trio. On a cluster the pool is that of the node serving the queue's
+slot, following the cluster's redirects (``_resp_cluster.py``). ``wait_replicas``
+uses valkey-glide, whose one connection carries both the writes and the ``WAIT``
+that counts them.
 
 Errors mean what they mean on the other clients: a broken, refused or silent
 connection is `BackendUnavailable`, refused credentials `CredentialsRefused`, a
-script the server refuses `BackendRefused`. Nothing is sent again by itself: a
-script whose reply was lost may have run, and the pool decides what to do.
+script the server refuses `BackendRefused`. Nothing is sent again by itself,
+except a command the cluster answered with a redirect (it did not run): a script
+whose reply was lost may have run, and the pool decides what to do.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from ._redis_connection import (
     log_unblock_refused,
     user_refusal,
 )
+from ._redis_keys import hash_slot
 from ._redis_probe import tls_context, url_parts
 from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, failure_detail, scrubbed
+from ._redis_url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
 from ._resp import Arg, ConnectionLost, Prefix, ReplyError, RespPool, RespStream, encode
+from ._resp_cluster import SlotPool
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -45,17 +49,17 @@ __all__ = ["HiredisConnection"]
 
 _CONNECT_TIMEOUT: Final = 2.0  # seconds for a new connection, TLS and AUTH included
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
+_MOVED_PAUSE: Final = 0.01  # seconds before a wait the cluster redirected is given up
 
 
 @final
-class HiredisConnection(ConnectionBase[RespPool]):
+class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
     """The pooled connections of one queue, opened and closed by its backend."""
 
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
-        self._one_server_only("hiredis")
         self._parts = url_parts(url)
         script_keys = self._key_list
         # EVALSHA, the script's digest and the queue's keys: the same in every call
@@ -82,7 +86,11 @@ class HiredisConnection(ConnectionBase[RespPool]):
                 f"cannot read the certificates the URL names ({exc}): give the paths of "
                 "PEM files this process can read"
             ) from exc
-        self._client = RespPool(parts, tls, _CONNECT_TIMEOUT)
+        if wants_cluster(self._url):
+            slot = hash_slot(self._keys.ready)
+            self._client = SlotPool(parts, tls, _CONNECT_TIMEOUT, slot)
+        else:
+            self._client = RespPool(parts, tls, _CONNECT_TIMEOUT)
 
     async def close(self) -> None:
         """Close every connection."""
@@ -118,15 +126,27 @@ class HiredisConnection(ConnectionBase[RespPool]):
             return BackendUnavailable(self.where, detail)
         return None
 
-    async def _reply(self, *args: Arg) -> Any:
+    async def _reply(
+        self, *args: Arg, beside: RespStream | None = None, key: Arg | None = None
+    ) -> Any:
         """One plain command's reply within the I/O timeout; an error reply as a value.
+
+        With *beside* (a lent connection), on the server that connection is to;
+        with *key* (on a cluster), on the node serving that key's slot.
 
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
         """
         with self.reachable():
             with trio.move_on_after(IO_TIMEOUT):
-                reply = await self.client.execute(*args)
+                client = self.client
+                if beside is not None:
+                    reply = await client.execute_beside(beside, *args)
+                elif key is not None and isinstance(client, SlotPool):
+                    slot = hash_slot(key if isinstance(key, str | bytes) else repr(key))
+                    reply = await client.execute(*args, slot=slot)
+                else:
+                    reply = await client.execute(*args)
                 if isinstance(reply, ReplyError) and (meaning := self._meaning(reply)):
                     raise meaning from reply
                 return reply
@@ -147,11 +167,14 @@ class HiredisConnection(ConnectionBase[RespPool]):
     async def command(self, *args: Arg) -> Any:
         """One command of the user's: its reply as RESP2 gives it.
 
+        On a cluster it goes to the node of its first argument's slot: the key of
+        most commands (else the cluster's ``MOVED`` corrects it).
+
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
             BackendRefused: The server refused the command (its message).
         """
-        reply = await self._reply(*args)
+        reply = await self._reply(*args, key=args[1] if len(args) > 1 else None)
         if isinstance(reply, ReplyError):
             raise user_refusal(self.where, args, str(reply)) from reply
         return reply
@@ -220,6 +243,12 @@ class HiredisConnection(ConnectionBase[RespPool]):
                             await self.run(undo, late)
                     raise
         if isinstance(reply, ReplyError):
+            client = self.client
+            if isinstance(client, SlotPool) and client.heard(reply):
+                # the slot moved, or is moving: the wait did nothing; the caller
+                # looks again, through a script that follows the cluster
+                await trio.sleep(_MOVED_PAUSE)
+                return None
             if not str(reply).startswith("OOM"):
                 raise await self._refusal(_name(command[0]), reply)
             # a full Redis refuses BLMOVE (the claim script is allowed: it found nothing
@@ -235,17 +264,18 @@ class HiredisConnection(ConnectionBase[RespPool]):
         finds nothing to end), so UNBLOCK goes again until the reply comes.
         """
         while True:
-            if await self.unblock(client_id):
+            if await self.unblock(client_id, stream):
                 return await stream.reply()
             with trio.move_on_after(_UNBLOCK_AGAIN):  # a cancelled read loses no byte
                 return await stream.reply()
 
-    async def unblock(self, client_id: int) -> bool:
+    async def unblock(self, client_id: int, beside: RespStream | None = None) -> bool:
         """End the blocking wait of connection *client_id*; whether one was waiting.
 
-        A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
+        On a cluster, *beside* is the waiting connection: the command goes to its
+        node. A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
         """
-        reply = await self._reply("CLIENT", "UNBLOCK", client_id, "TIMEOUT")
+        reply = await self._reply("CLIENT", "UNBLOCK", client_id, "TIMEOUT", beside=beside)
         if isinstance(reply, ReplyError):
             log_unblock_refused(reply)
             return False

@@ -241,6 +241,11 @@ class RespPool:
         async with self.connection() as stream:
             return await stream.round_trip(command)
 
+    async def execute_beside(self, stream: RespStream, *args: Arg) -> Any:
+        """`execute` on the server of the lent connection *stream*: this pool's one server."""
+        del stream
+        return await self.execute(*args)
+
     async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """The replies of *commands*, sent together on one connection (errors as values)."""
         async with self.connection() as stream:
