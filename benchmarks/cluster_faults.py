@@ -43,7 +43,7 @@ JOBS = 600
 def tag_on(master: int) -> str:
     """A fresh queue name whose slot master *master* of a fresh cluster serves."""
     from tests.redis_cluster import master_index
-    from trioqueue._backends._redis_keys import hash_slot
+    from trioqueue._backends.redis._keys import hash_slot
 
     while True:
         name = "{f-" + uuid.uuid4().hex[:8] + "}"
@@ -128,7 +128,7 @@ def failover(cluster: Any) -> dict[str, float]:
 
 
 def reshard(cluster: Any, retained: int) -> dict[str, float]:
-    from trioqueue._backends._redis_keys import hash_slot
+    from trioqueue._backends.redis._keys import hash_slot
 
     name = tag_on(1)
     source, target = cluster.masters[1], cluster.masters[2]

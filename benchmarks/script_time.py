@@ -43,7 +43,7 @@ import trio
 from _common import RESULTS, RedisServer, find_server_binary, machine
 
 import trioqueue
-from trioqueue._backends._redis_scripts import load_sources
+from trioqueue._backends.redis._scripts import load_sources
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

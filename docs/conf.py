@@ -51,7 +51,7 @@ autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True}
 # private types in the signatures of public names: their docs say what to pass
 nitpick_ignore = [
-    ("py:class", "trioqueue._backends._redis_keys.RedisKeys"),
+    ("py:class", "trioqueue._backends.redis._keys.RedisKeys"),
     ("py:class", "PoolConfig"),
     ("py:class", "OutageTracker"),
     ("py:class", "ASGIApp"),  # starlette's, which has no inventory

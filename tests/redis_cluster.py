@@ -15,7 +15,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from trioqueue._backends._redis_keys import hash_slot
+from trioqueue._backends.redis._keys import hash_slot
 
 from .redis_server import RedisServer, find_server_binary
 

@@ -94,7 +94,7 @@ def test_every_backend_call_says_what_a_cancellation_does():
 
 def test_the_redis_backend_s_stated_figures_are_its_constants():
     """Its docstrings give private constants in words (autodoc cannot link them)."""
-    from trioqueue._backends import _redis
+    from trioqueue._backends.redis import _backend as _redis
 
     source = Path(_redis.__file__).read_text()
     assert f"{_redis._REPLICA_WAIT:g} seconds) until this many replicas" in source

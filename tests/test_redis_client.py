@@ -16,12 +16,12 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue._backends._redis_client import CLIENT_ENV, chosen_client, connect
-from trioqueue._backends._redis_connection import IO_TIMEOUT
-from trioqueue._backends._redis_coredis import CoredisConnection
-from trioqueue._backends._redis_glide import GlideConnection, cluster_nodes, glide_configuration
-from trioqueue._backends._redis_hiredis import HiredisConnection
-from trioqueue._backends._redis_keys import RedisKeys
+from trioqueue._backends.redis._client import CLIENT_ENV, chosen_client, connect
+from trioqueue._backends.redis._connection import IO_TIMEOUT
+from trioqueue._backends.redis._coredis import CoredisConnection
+from trioqueue._backends.redis._glide import GlideConnection, cluster_nodes, glide_configuration
+from trioqueue._backends.redis._hiredis import HiredisConnection
+from trioqueue._backends.redis._keys import RedisKeys
 
 from .redis_server import RedisServer, find_server_binary
 
@@ -87,7 +87,7 @@ def test_without_hiredis_and_glide_coredis_is_the_client(monkeypatch):
 def test_a_client_named_but_not_installed_is_named_in_the_error(monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, "glide")
     monkeypatch.setitem(sys.modules, "glide", None)
-    monkeypatch.delitem(sys.modules, "trioqueue._backends._redis_glide")
+    monkeypatch.delitem(sys.modules, "trioqueue._backends.redis._glide")
     with pytest.raises(ImportError) as raised:
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
     assert str(raised.value) == (

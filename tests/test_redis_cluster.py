@@ -19,7 +19,7 @@ import trio
 
 import trioqueue
 from trioqueue import Queue
-from trioqueue._backends._redis_keys import hash_slot
+from trioqueue._backends.redis._keys import hash_slot
 
 from .redis_cluster import RedisCluster, array_items, command, master_index, ok, started_cluster
 from .test_cli_redis import cli

@@ -25,9 +25,9 @@ import trio
 
 import trioqueue
 from trioqueue import BackendUnavailable, ConfigurationError
-from trioqueue._backends._redis_client import CLIENT_ENV
-from trioqueue._backends._redis_probe import probe, url_parts
-from trioqueue._backends._redis_url import (
+from trioqueue._backends.redis._client import CLIENT_ENV
+from trioqueue._backends.redis._probe import probe, url_parts
+from trioqueue._backends.redis._url import (
     CredentialsRefused,
     client_url,
     failure_detail,

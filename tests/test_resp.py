@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from trioqueue._backends._redis_probe import url_parts
-from trioqueue._backends._resp import ReplyError, RespPool
+from trioqueue._backends.redis._probe import url_parts
+from trioqueue._backends.redis._resp import ReplyError, RespPool
 
 if TYPE_CHECKING:
     from .redis_server import RedisServer

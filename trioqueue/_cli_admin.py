@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ._backend import NewJob, Receipt
-    from ._backends._queue_info import QueueInfo
-    from ._backends._redis import RedisBackend
-    from ._backends._sharded import ShardedBackend
+    from ._backends.redis._backend import RedisBackend
+    from ._backends.redis._queue_info import QueueInfo
+    from ._backends.redis._sharded import ShardedBackend
     from ._metrics import MetricsSnapshot
 
 __all__ = ["run_dead", "run_enqueue", "run_stats"]
@@ -275,7 +275,7 @@ async def _check_queue_exists(
     Every queue that was ever used has its settings key or its counters key; a
     sharded queue, on its first shard at least (the shards are used in turn).
     """
-    from ._backends._sharded import ShardedBackend
+    from ._backends.redis._sharded import ShardedBackend
 
     shards = backend.shards if isinstance(backend, ShardedBackend) else (backend,)
     for shard in shards:

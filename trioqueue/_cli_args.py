@@ -11,15 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
-from ._backends._redis_url import url_problem
+from ._backends.redis._url import url_problem
 from ._pool import is_handler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
-    from ._backends._redis import RedisBackend
-    from ._backends._sharded import ShardedBackend
+    from ._backends.redis._backend import RedisBackend
+    from ._backends.redis._sharded import ShardedBackend
     from ._pool import Handler
 
 __all__ = [
@@ -310,8 +310,8 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend | ShardedBackend:
         ConfigurationError: An option is out of range; the message names it.
     """
     try:  # lazily: the optional extra
-        from ._backends._redis import RedisBackend
-        from ._backends._sharded import ShardedBackend
+        from ._backends.redis._backend import RedisBackend
+        from ._backends.redis._sharded import ShardedBackend
     except ImportError as exc:
         raise UsageError(str(exc)) from None
     options = {

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import argparse
 
     from ._backend import Backend
-    from ._backends._redis import RedisBackend
+    from ._backends.redis._backend import RedisBackend
     from ._metrics import MetricsSnapshot
     from ._pool import Handler
     from ._records import Job
@@ -45,7 +45,7 @@ class SimulatedFailure(Exception):
 
 
 def _redis_backend(args: argparse.Namespace) -> RedisBackend:
-    from ._backends._redis import RedisBackend  # lazily: the optional extra
+    from ._backends.redis._backend import RedisBackend  # lazily: the optional extra
 
     name = args.queue or "{trioqueue-demo-" + uuid.uuid4().hex[:8] + "}"
     return RedisBackend(

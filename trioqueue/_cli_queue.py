@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._backends._redis_url import redacted
+from ._backends.redis._url import redacted
 from ._cli_args import NotThere, UsageError, printable, redis_backend
 
 if TYPE_CHECKING:
     import argparse
 
-    from ._backends._queue_settings import QueueSettings
+    from ._backends.redis._queue_settings import QueueSettings
 
 __all__ = ["run_queue"]
 

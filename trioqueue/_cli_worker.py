@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import trio
 
-from ._backends._redis_url import CredentialsRefused, redacted
+from ._backends.redis._url import CredentialsRefused, redacted
 from ._cli_args import UsageError, load_handler, load_lifespan, redis_backend
 from ._cron_file import load_schedules
 from ._exceptions import BackendUnavailable, ConfigurationError
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager
 
-    from ._backends._redis import RedisBackend
-    from ._backends._sharded import ShardedBackend
+    from ._backends.redis._backend import RedisBackend
+    from ._backends.redis._sharded import ShardedBackend
     from ._pool import Handler, WorkerPool
     from ._pool_config import ShutdownReport
     from ._schedule import Schedule

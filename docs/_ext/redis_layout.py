@@ -15,8 +15,8 @@ import attrs
 from docutils.parsers.rst import Directive
 from sphinx.pycode import ModuleAnalyzer
 
-from trioqueue._backends import _redis_keys
-from trioqueue._backends._redis_keys import RedisKeys
+from trioqueue._backends.redis import _keys as _redis_keys
+from trioqueue._backends.redis._keys import RedisKeys
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from trioqueue._backends._batching import Batcher
+from trioqueue._backends.redis._batching import Batcher
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trioqueue import ConfigurationError
-from trioqueue._backends._redis_keys import (
+from trioqueue._backends.redis._keys import (
     JOB_INFIX,
     SUFFIXES,
     RedisKeys,

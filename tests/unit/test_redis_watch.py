@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from trioqueue import BackendUnavailable
-from trioqueue._backends._redis_watch import LivenessWatch
+from trioqueue._backends.redis._watch import LivenessWatch
 
 
 class Probe:

@@ -14,9 +14,9 @@ import hiredis
 import pytest
 import trio
 
-from trioqueue._backends._redis_probe import url_parts
-from trioqueue._backends._resp import ConnectionLost, ReplyError
-from trioqueue._backends._resp_cluster import TRYAGAIN_FOR, SlotPool, slot_master
+from trioqueue._backends.redis._probe import url_parts
+from trioqueue._backends.redis._resp import ConnectionLost, ReplyError
+from trioqueue._backends.redis._resp_cluster import TRYAGAIN_FOR, SlotPool, slot_master
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, final
 import attrs
 import trio
 
-from .._backend import (
+from ..._backend import (
     AddMode,
     AddResult,
     CancelResult,
@@ -40,19 +40,19 @@ from .._backend import (
     checked_page,
     checked_place,
 )
-from .._exceptions import BackendUnavailable, ConfigurationError
-from .._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
-from .._payload import PRIORITIES
-from .._records import JobRecord
+from ..._exceptions import BackendUnavailable, ConfigurationError
+from ..._metrics import SHARED_COUNTER_NAMES, Gauges, Metrics, MetricsSnapshot, shared_snapshot
+from ..._payload import PRIORITIES
+from ..._records import JobRecord
+from ._backend import RedisBackend
 from ._queue_info import QueueInfo
-from ._redis import RedisBackend
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Sequence
 
     from trio.abc import SendChannel
 
-    from .._records import ErrorInfo
+    from ..._records import ErrorInfo
     from ._queue_settings import QueueSettings
 
 _Finished = tuple[str, JobRecord | None]  # a finished job's id and record

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._current import current_backend
-from .._exceptions import TrioqueueError
-from ._redis import RedisBackend
+from ..._current import current_backend
+from ..._exceptions import TrioqueueError
+from ._backend import RedisBackend
 
 __all__ = ["current_redis"]
 

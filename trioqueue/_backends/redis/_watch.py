@@ -26,7 +26,7 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._exceptions import BackendUnavailable
+    from ..._exceptions import BackendUnavailable
 
 __all__ = ["LivenessWatch"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from ._redis_url import failure_detail, scrubbed, seed_nodes
+from ._url import failure_detail, scrubbed, seed_nodes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -14,8 +14,8 @@ import binascii
 
 import attrs
 
-from .._exceptions import ConfigurationError
-from .._payload import PRIORITIES
+from ..._exceptions import ConfigurationError
+from ..._payload import PRIORITIES
 
 __all__ = ["JOB_INFIX", "SLOTS", "SUFFIXES", "RedisKeys", "hash_slot", "hash_tag"]
 

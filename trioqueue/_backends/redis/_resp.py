@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import AsyncIterator, Sequence
 
-    from ._redis_probe import UrlParts
+    from ._probe import UrlParts
 
 __all__ = ["Arg", "ConnectionLost", "Prefix", "ReplyError", "RespPool", "RespStream", "encode"]
 

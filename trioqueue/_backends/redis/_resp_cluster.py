@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from ._redis_probe import UrlParts
+    from ._probe import UrlParts
 
 __all__ = ["TRYAGAIN_FOR", "Node", "SlotPool", "slot_master"]
 

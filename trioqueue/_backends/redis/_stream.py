@@ -18,7 +18,7 @@ from typing import Final
 
 import attrs
 
-from .._exceptions import ConfigurationError
+from ..._exceptions import ConfigurationError
 
 __all__ = ["StreamSource", "stream_options"]
 

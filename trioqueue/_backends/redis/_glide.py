@@ -5,7 +5,7 @@ scripts get the queue's keys and the shared head of arguments, a reply that does
 not come within the I/O timeout and any connection error become
 `BackendUnavailable` (never showing the password), a script the server refuses
 becomes `BackendRefused`. The default client wherever glide is installed (see
-``_redis_client.py``); what differs from coredis is said where it happens.
+``_client.py``); what differs from coredis is said where it happens.
 
 With ``?cluster=yes`` the clients are glide's cluster clients: they find the
 cluster from the URL's node, send each script to the queue's slot, follow MOVED
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import (
+from ..._exceptions import BackendUnavailable, ConfigurationError
+from ._connection import (
     CREDENTIAL_WORDS,
     IO_TIMEOUT,
     TRANSIENT_REPLIES,
@@ -39,15 +39,15 @@ from ._redis_connection import (
     says_any,
     user_refusal,
 )
-from ._redis_probe import probe, url_parts
-from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, scrubbed, wants_cluster
-from ._redis_watch import LivenessWatch
+from ._probe import probe, url_parts
+from ._scripts import load_sources
+from ._url import CredentialsRefused, scrubbed, wants_cluster
+from ._watch import LivenessWatch
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
-    from ._redis_keys import RedisKeys
+    from ._keys import RedisKeys
 
 import glide
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, final
 
 import trio
 
-from .._backend import (
+from ..._backend import (
     AddMode,
     AddResult,
     CancelResult,
@@ -31,32 +31,32 @@ from .._backend import (
     checked_place,
     checked_retention,
 )
-from .._exceptions import (
+from ..._exceptions import (
     BackendUnavailable,
     ConfigurationError,
     IdempotencyConflict,
     JobNotFound,
     QueueFull,
 )
-from .._job_input import check_options
-from .._metrics import Gauges, Metrics, MetricsSnapshot, shared_snapshot
-from .._payload import PRIORITIES, decode_payload
-from .._records import ErrorInfo, Job, JobRecord, Retention
+from ..._job_input import check_options
+from ..._metrics import Gauges, Metrics, MetricsSnapshot, shared_snapshot
+from ..._payload import PRIORITIES, decode_payload
+from ..._records import ErrorInfo, Job, JobRecord, Retention
+from .._waiters import Waiters
 from ._batching import Batcher
+from ._client import connect
+from ._connection import WAIT_NEEDS_GLIDE, decode_record, text
+from ._events import EventReader
+from ._keys import RedisKeys
 from ._queue_info import QueueInfo
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
-from ._redis_client import connect
-from ._redis_connection import WAIT_NEEDS_GLIDE, decode_record, text
-from ._redis_events import EventReader
-from ._redis_keys import RedisKeys
-from ._redis_scripts import READ_ONLY
-from ._redis_stream import StreamSource, stream_options
-from ._waiters import Waiters
+from ._scripts import READ_ONLY
+from ._stream import StreamSource, stream_options
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Sequence
 
-    from ._waiters import Inbox
+    from .._waiters import Inbox
 
 __all__ = ["RedisBackend"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from .._exceptions import ConfigurationError
+from ..._exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -16,13 +16,13 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from .._exceptions import ConfigurationError
-from ._redis_url import check_url
+from ..._exceptions import ConfigurationError
+from ._url import check_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ._redis_keys import RedisKeys
+    from ._keys import RedisKeys
 
 __all__ = ["CLIENT_ENV", "Connection", "chosen_client", "connect"]
 
@@ -125,14 +125,14 @@ def connect(
     name = chosen_client(wait_replicas=wait_replicas)
     try:  # each client is imported only when chosen
         if name == "hiredis":
-            from ._redis_hiredis import HiredisConnection
+            from ._hiredis import HiredisConnection
 
             return HiredisConnection(url, keys, head)
         if name == "glide":
-            from ._redis_glide import GlideConnection
+            from ._glide import GlideConnection
 
             return GlideConnection(url, keys, head)
-        from ._redis_coredis import CoredisConnection
+        from ._coredis import CoredisConnection
 
         return CoredisConnection(url, keys, head)
     except ImportError as exc:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import (
+from ..._exceptions import BackendUnavailable, ConfigurationError
+from ._connection import (
     CREDENTIAL_WORDS,
     IO_TIMEOUT,
     TRANSIENT_REPLIES,
@@ -33,17 +33,17 @@ from ._redis_connection import (
     log_unblock_refused,
     user_refusal,
 )
-from ._redis_keys import hash_slot
-from ._redis_probe import tls_context, url_parts
-from ._redis_scripts import load_sources
-from ._redis_url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
+from ._keys import hash_slot
+from ._probe import tls_context, url_parts
 from ._resp import Arg, ConnectionLost, Prefix, ReplyError, RespPool, RespStream, encode
 from ._resp_cluster import SlotPool
+from ._scripts import load_sources
+from ._url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from ._redis_keys import RedisKeys
+    from ._keys import RedisKeys
 
 __all__ = ["HiredisConnection"]
 

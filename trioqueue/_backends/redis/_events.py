@@ -24,7 +24,7 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._waiters import Inbox, Waiters
+    from .._waiters import Inbox, Waiters
 
 __all__ = ["EventReader"]
 

@@ -17,16 +17,16 @@ import trio
 from coredis.retry import NoRetryPolicy
 from coredis.tokens import PureToken
 
-from .._exceptions import BackendUnavailable, ConfigurationError
-from ._redis_connection import (
+from ..._exceptions import BackendUnavailable, ConfigurationError
+from ._connection import (
     IO_TIMEOUT,
     WAIT_NEEDS_GLIDE,
     ConnectionBase,
     log_unblock_refused,
     user_refusal,
 )
-from ._redis_scripts import load_sources
-from ._redis_url import (
+from ._scripts import load_sources
+from ._url import (
     CredentialsRefused,
     client_url,
     failure_detail,
@@ -36,7 +36,7 @@ from ._redis_url import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-    from ._redis_keys import RedisKeys
+    from ._keys import RedisKeys
 
 __all__ = ["CoredisConnection"]
 

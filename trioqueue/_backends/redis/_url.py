@@ -15,7 +15,7 @@ import ssl
 import urllib.parse
 from typing import Final
 
-from .._exceptions import BackendRefused, ConfigurationError
+from ..._exceptions import BackendRefused, ConfigurationError
 
 __all__ = [
     "CLUSTER_EXAMPLE",

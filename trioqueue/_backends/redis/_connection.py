@@ -1,7 +1,7 @@
 """What one queue's connection to Redis is, whichever client makes it.
 
-A connection (`ConnectionBase`, made concrete per client in ``_redis_glide.py``
-and ``_redis_coredis.py``) runs the queue's scripts and the few plain commands
+A connection (`ConnectionBase`, made concrete per client in ``_glide.py``
+and ``_coredis.py``) runs the queue's scripts and the few plain commands
 the backend needs, with one meaning of errors on every client: every script gets
 the queue's keys and the shared head of arguments (see ``lua/prelude.lua``); a
 reply that does not come within the I/O timeout, and any connection error,
@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import trio
 
-from .._exceptions import (
+from ..._exceptions import (
     BackendOutOfMemory,
     BackendRefused,
     BackendUnavailable,
     ConfigurationError,
     TrioqueueError,
 )
-from .._payload import decode_payload
-from .._records import ErrorInfo, JobRecord, JobState
-from ._redis_probe import url_parts
-from ._redis_url import (
+from ..._payload import decode_payload
+from ..._records import ErrorInfo, JobRecord, JobState
+from ._probe import url_parts
+from ._url import (
     check_url,
     redacted,
     scrubbed,
@@ -40,7 +40,7 @@ from ._redis_url import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ._redis_keys import RedisKeys
+    from ._keys import RedisKeys
 
 __all__ = [
     "CREDENTIAL_WORDS",
