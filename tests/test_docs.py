@@ -14,6 +14,8 @@ from pathlib import Path
 import trioqueue
 import trioqueue.http
 
+from .class_parts import own_members
+
 REFERENCE = Path(__file__).parent.parent / "docs" / "reference"
 DIRECTIVE = re.compile(
     r"^\.\. auto(?:class|function|exception|data)::\s+(\S+)$|^\.\. (?:current)?module::\s+(\S+)$",
@@ -61,7 +63,7 @@ def test_every_call_a_user_awaits_says_what_a_cancellation_does():
     """As Trio's own reference does, for the producer's and the pool's calls."""
     silent = []
     for owner in (trioqueue.Queue, trioqueue.WorkerPool):
-        for name, value in vars(owner).items():
+        for name, value in own_members(owner).items():
             if name.startswith("_"):
                 continue
             if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
@@ -84,7 +86,7 @@ def test_every_backend_call_says_what_a_cancellation_does():
             silent.append(f"Backend.{name}")
     for backend in (trioqueue.MemoryBackend, trioqueue.RedisBackend, trioqueue.ShardedBackend):
         assert "Cancellation: as the `Backend` protocol says" in (inspect.getdoc(backend) or "")
-        for name, value in vars(backend).items():
+        for name, value in own_members(backend).items():
             if name.startswith("_") or not inspect.iscoroutinefunction(value):
                 continue
             if name not in vars(trioqueue.Backend) and "Cancellation:" not in (value.__doc__ or ""):
@@ -94,14 +96,16 @@ def test_every_backend_call_says_what_a_cancellation_does():
 
 def test_the_redis_backend_s_stated_figures_are_its_constants():
     """Its docstrings give private constants in words (autodoc cannot link them)."""
-    from trioqueue._backends.redis import _backend as _redis
+    from trioqueue._backends.redis import _adding, _inspecting
 
-    source = Path(_redis.__file__).read_text()
-    assert f"{_redis._REPLICA_WAIT:g} seconds) until this many replicas" in source
-    assert f"Fewer had it within {_redis._REPLICA_WAIT:g} seconds" in source
-    assert f"Not cancellable (at most {_redis._REPLICA_WAIT:g} seconds)" in source
-    assert f"slice of {_redis._ADD_SLICE} jobs" in source
-    assert f"for {_redis._LOOK_AGAIN:g} seconds looks at its jobs again" in source
+    package = Path(_adding.__file__).parent
+    source = "".join(path.read_text() for path in sorted(package.glob("*.py")))
+    wait = _adding._REPLICA_WAIT
+    assert f"{wait:g} seconds) until this many replicas" in source
+    assert f"Fewer had it within {wait:g} seconds" in source
+    assert f"Not cancellable (at most {wait:g} seconds)" in source
+    assert f"slice of {_adding._ADD_SLICE} jobs" in source
+    assert f"for {_inspecting._LOOK_AGAIN:g} seconds looks at its jobs again" in source
 
 
 def test_the_error_limits_the_records_state_are_the_ones_they_keep():

@@ -11,6 +11,8 @@ import pytest
 
 import trioqueue
 
+from .class_parts import own_members
+
 EXPECTED = {
     "PLACES",
     "PRIORITIES",
@@ -172,7 +174,7 @@ def test_public_methods_report_public_module():
         obj = getattr(trioqueue, name)
         if not inspect.isclass(obj):
             continue
-        for attr, value in vars(obj).items():
+        for attr, value in own_members(obj).items():
             if attr.startswith("_") or not inspect.isfunction(value):
                 continue
             assert value.__module__ == "trioqueue", f"{name}.{attr}"

@@ -16,9 +16,20 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
     """Make re-exported names report *module_name* as their home (as trio does).
 
     Tracebacks, reprs and documentation then show ``trioqueue.Queue`` rather
-    than the private module it is defined in.
+    than the private module it is defined in. A class split into private parts
+    (``RedisBackend``'s mixins, each one job) shows their methods as its own.
     """
     seen: set[int] = set()
+    exported = {id(namespace[name]) for name in namespace.get("__all__", ())}
+
+    def members(cls: type) -> dict[str, object]:
+        """*cls*'s attributes, with those of its private bases that it does not override."""
+        found: dict[str, object] = {}
+        for part in reversed(cls.__mro__):
+            private = id(part) not in exported and part.__module__.startswith("trioqueue.")
+            if part is cls or private:
+                found.update(vars(part))
+        return found
 
     def fix(qualname: str, obj: object) -> None:
         if id(obj) in seen:
@@ -29,11 +40,11 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
             return
         try:
             obj.__module__ = module_name
+            obj.__qualname__ = qualname  # type: ignore[attr-defined]  # a mixin's method: RedisBackend.add
         except (AttributeError, TypeError):  # e.g. type aliases
             return
         if isinstance(obj, type):
-            obj.__qualname__ = qualname
-            for attr_name, value in obj.__dict__.items():
+            for attr_name, value in members(obj).items():
                 if isinstance(value, type) or callable(value):
                     fix(f"{qualname}.{attr_name}", value)
 

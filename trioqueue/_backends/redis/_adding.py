@@ -1,0 +1,165 @@
+"""The Redis backend's producer side: adding jobs, idempotent by id, in slices."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from ..._backend import (
+    AddMode,
+    AddResult,
+    NewJob,
+    Receipt,
+)
+from ..._exceptions import (
+    BackendUnavailable,
+    IdempotencyConflict,
+    QueueFull,
+)
+from ._connection import text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+from ._base import RedisBase
+
+__all__ = ["Adding"]
+
+_REPLICA_WAIT: Final = 2.0  # seconds an enqueue waits for its replicas (wait_replicas)
+
+
+_WAIT_FOR_ROOM: Final = (0.005, 0.1)  # first and longest pause while enqueue waits for room
+
+
+# Jobs per add script call: each takes Redis about 5 commands, so a slice stays ~1 ms.
+_ADD_SLICE: Final = 500
+
+
+def _options_argument(job: NewJob) -> str:
+    """The add script's options argument for *job*: '' or a JSON object of those set."""
+    options = {
+        key: value
+        for key, value in (("a", job.max_attempts), ("t", job.handler_timeout), ("n", job.task))
+        if value is not None
+    }
+    return json.dumps(options, separators=(",", ":")) if options else ""
+
+
+class Adding(RedisBase):
+    """RedisBackend methods: adding jobs, idempotent by id, in slices."""
+
+    async def add(self, job: NewJob, mode: AddMode) -> Receipt:
+        """Accept *job*; see `Backend.add`. Waiting for room polls with a short backoff."""
+        (result,) = await self.add_many([job], mode)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
+        """Accept *jobs* in order; see `Backend.add_many`.
+
+        One script call per slice of 500 jobs; waiting for room polls with
+        a short backoff, and sends again only the jobs not handled yet.
+        """
+        if not jobs:
+            await trio.lowlevel.checkpoint()
+            return []
+        if self._stream is not None and any(j.delay is not None or j.at is not None for j in jobs):
+            raise ValueError(
+                f"stream {self._stream.stream!r}: a stream source cannot hold a job until a due "
+                "time (XADD has none, and every group reads the entry at once); enqueue "
+                "delayed jobs to a list queue (RedisBackend(url, queue=...))"
+            )
+        if self._stream is not None and any(j.priority for j in jobs):
+            raise ValueError(
+                f"stream {self._stream.stream!r}: a stream source has no priorities (every "
+                "group reads its entries in stream order); enqueue prioritised jobs to a list "
+                "queue (RedisBackend(url, queue=...)), or leave priority= at 0"
+            )
+        results: list[AddResult] = []
+        pause = _WAIT_FOR_ROOM[0]
+        while len(results) < len(jobs):
+            chunk = jobs[len(results) : len(results) + _ADD_SLICE]
+            args = [
+                field
+                for job in chunk
+                for field in (
+                    job.id,
+                    job.encoded,
+                    job.payload_hash,
+                    self._due_argument(job),
+                    _options_argument(job),
+                    str(job.priority) if job.priority else "",
+                )
+            ]
+            reply = await self._run("add", mode.value, *args)
+            await self._replicated(len(results), len(chunk))
+            full = False
+            for job, status, detail in zip(chunk, reply[::2], reply[1::2], strict=False):
+                if status == b"full" and mode is AddMode.WAIT:
+                    full = True  # the script stopped here: this job and the rest wait
+                    break
+                results.append(self._add_result(job, status, detail))
+            if full:
+                await trio.sleep(pause)  # nothing of the rest accepted if cancelled here
+                pause = min(pause * 2, _WAIT_FOR_ROOM[1])
+            else:
+                pause = _WAIT_FOR_ROOM[0]
+        return results
+
+    def _due_argument(self, job: NewJob) -> str:
+        """The add script's due-time argument for *job* ('' for ready at once).
+
+        A delay counts on the server's clock; so does an *at*, unless this backend
+        runs on an injected clock (tests): then *at* is made a delay here.
+        """
+        if job.delay is not None:
+            return f"d{job.delay!r}"
+        if job.at is None:
+            return ""
+        if self._clock is not None:
+            return f"d{job.at - time.time()!r}"
+        return f"a{job.at!r}"
+
+    async def _replicated(self, done: int, sent: int) -> None:
+        """Wait until `wait_replicas` replicas have what the last add script wrote.
+
+        Not cancellable (at most 2 seconds): the jobs are stored already, and an
+        enqueue that raises `trio.Cancelled` must have accepted nothing.
+
+        Raises:
+            BackendUnavailable: Fewer had it within 2 seconds.
+        """
+        wanted = self._wait_replicas
+        if not wanted:
+            return
+        with trio.CancelScope(shield=True):
+            reached = await self._conn.wait_replicas(wanted, _REPLICA_WAIT)
+        if reached < wanted:
+            raise BackendUnavailable(
+                self._conn.where,
+                f"jobs {done + 1}-{done + sent} of this call were stored, but only {reached} "
+                f"of the {wanted} replicas asked for (wait_replicas) had them after "
+                f"{_REPLICA_WAIT:g} s",
+                advice="enqueue them again with the same ids once the replicas are back "
+                "(jobs given no id would be enqueued twice)",
+            )
+
+    def _add_result(self, job: NewJob, status: bytes, detail: bytes) -> AddResult:
+        """One job's reply from the add script, counted in this process's metrics."""
+        if status in (b"new", b"dup"):
+            fresh = status == b"new"
+            if fresh:
+                self._metrics.enqueued += 1
+            else:
+                self._metrics.deduplicated += 1
+            return Receipt(
+                id=job.id, deduplicated=not fresh, queued=detail == b"1", scheduled=detail == b"s"
+            )
+        if status == b"conflict":
+            self._metrics.conflicts += 1
+            return IdempotencyConflict(job.id, text(detail), job.payload_hash)
+        return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
