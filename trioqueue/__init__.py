@@ -19,7 +19,7 @@ from ._backend import NewJob as NewJob
 from ._backend import Receipt as Receipt
 from ._backend import Renewal as Renewal
 from ._backend import SweepReport as SweepReport
-from ._backends._memory import MemoryBackend as MemoryBackend
+from ._backends.memory._backend import MemoryBackend as MemoryBackend
 from ._backends.redis._backend import RedisBackend as RedisBackend
 from ._backends.redis._current import current_redis as current_redis
 from ._backends.redis._queue_info import QueueInfo as QueueInfo

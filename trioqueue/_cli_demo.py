@@ -18,7 +18,7 @@ try:
 except ImportError:  # the cli extra is not installed: plain progress lines
     _BAR = False
 
-from ._backends._memory import MemoryBackend
+from ._backends.memory._backend import MemoryBackend
 from ._cli_args import printable
 from ._pool import open_worker_pool
 from ._queue import Queue

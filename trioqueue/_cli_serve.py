@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
-from ._backends._memory import MemoryBackend
+from ._backends.memory._backend import MemoryBackend
 from ._cli_args import SERVE_MAX_MEMORY_MIB, UsageError, load_handler, redis_backend
 from ._exceptions import BackendUnavailable
 from ._pool import open_worker_pool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._payload import PRIORITIES
+from ..._payload import PRIORITIES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -1,0 +1,109 @@
+"""The memory backend's producer side: adding jobs, idempotent by id."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..._backend import (
+    AddMode,
+    AddResult,
+    NewJob,
+    Receipt,
+)
+from ..._exceptions import (
+    IdempotencyConflict,
+    MemoryFull,
+    QueueFull,
+)
+from ..._records import (
+    JobState,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+from ._base import MemoryBase
+from ._entry import RECORD_BYTES, Entry, due_time
+
+__all__ = ["Adding"]
+
+
+class Adding(MemoryBase):
+    """MemoryBackend methods: adding jobs, idempotent by id."""
+
+    async def add(self, job: NewJob, mode: AddMode) -> Receipt:
+        """Accept *job*; see `Backend.add`. Waits only in `AddMode.WAIT` on a full queue."""
+        (result,) = await self.add_many((job,), mode)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
+        """Accept *jobs* in order; see `Backend.add_many`. Checkpoints once unless it waits."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        results: list[AddResult] = []
+        for job in jobs:
+            woken = False
+            while (result := self._add_one(job, mode)) is None:
+                await self._room.park()  # cancelled here: the jobs before were accepted
+                woken = True
+            if woken and not (isinstance(result, Receipt) and not result.deduplicated):
+                self._room.unpark()  # this producer takes no room: pass the wakeup on
+            results.append(result)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return results
+
+    def _add_one(self, job: NewJob, mode: AddMode) -> AddResult | None:
+        """One job's fate, or None when it must wait for room (`AddMode.WAIT`)."""
+        entry = self._records.get(job.id)
+        if entry is not None:
+            if entry.payload_hash != job.payload_hash:
+                self._metrics.conflicts += 1
+                return IdempotencyConflict(job.id, entry.payload_hash, job.payload_hash)
+            self._metrics.deduplicated += 1
+            return self._receipt(entry, deduplicated=True)
+        now = self.now()
+        due = due_time(job, now)
+        if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
+            return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
+        size = len(job.encoded) + RECORD_BYTES
+        if self._max_bytes is not None and size > self._max_bytes:
+            return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
+        if not self._room_for(size):  # evicts finished records for it first
+            assert self._max_bytes is not None  # no budget, always room
+            if mode is AddMode.WAIT:
+                return None  # room comes as jobs finish
+            return MemoryFull(self._capacity, self._max_bytes, size)
+        entry = Entry(
+            id=job.id,
+            encoded=job.encoded,
+            payload_hash=job.payload_hash,
+            created_at=now,
+            updated_at=now,
+            ready_at=now,
+            life_from=self._last_token,
+            max_attempts=job.max_attempts,
+            handler_timeout=job.handler_timeout,
+            task=job.task,
+            priority=job.priority,
+        )
+        self._records[job.id] = entry
+        self._bytes += size
+        if due is None:
+            self._schedule(entry, now)
+        else:
+            entry.state = JobState.SCHEDULED
+            self._defer(entry, due)
+        self._metrics.enqueued += 1
+        return self._receipt(entry, deduplicated=False)
+
+    @staticmethod
+    def _receipt(entry: Entry, *, deduplicated: bool) -> Receipt:
+        return Receipt(
+            id=entry.id,
+            deduplicated=deduplicated,
+            queued=entry.queued,
+            scheduled=entry.state is JobState.SCHEDULED,
+        )

@@ -1,0 +1,109 @@
+"""One job as the memory backend holds it, and what it costs the memory budget."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+from ..._records import (
+    ErrorInfo,
+    JobRecord,
+    JobState,
+    Retention,
+    check_transition,
+)
+
+if TYPE_CHECKING:
+    from ..._backend import NewJob
+
+__all__ = [
+    "CANCELLED_HELD",
+    "CANCELLED_WAITING",
+    "CLAIMED",
+    "DEFAULT_RETENTION",
+    "RECORD_BYTES",
+    "Entry",
+    "cost",
+    "due_time",
+]
+
+RECORD_BYTES: Final = 1024  # MemoryBackend.RECORD_COST (its docstring says why)
+DEFAULT_RETENTION: Final = Retention()
+CLAIMED: Final = frozenset({JobState.PROCESSING, JobState.FAILED_RETRY})  # held by a claim
+CANCELLED_WAITING: Final = "cancelled while it waited for a worker"
+CANCELLED_HELD: Final = "cancelled while a worker held it"
+
+
+def due_time(job: NewJob, now: float) -> float | None:
+    """When *job* is due on Trio's clock, if that is after *now*; else None (ready now)."""
+    if job.delay is not None:
+        due = now + job.delay
+    elif job.at is not None:
+        due = now + (job.at - time.time())  # the wall clock's distance, on Trio's clock
+    else:
+        return None
+    return due if due > now else None
+
+
+@attrs.define(eq=False, slots=True)
+class Entry:
+    """The mutable record of one job; `MemoryBackend` hands out frozen copies."""
+
+    id: str
+    encoded: bytes
+    payload_hash: str
+    created_at: float
+    updated_at: float
+    ready_at: float
+    state: JobState = JobState.RECEIVED
+    attempts: int = 0
+    queued: bool = False
+    last_error: ErrorInfo | None = None
+    reason: str | None = None
+    token: str | None = None  # the live claim, if any
+    # claims numbered up to this one belong to an earlier life of the job (before it
+    # was requeued from the dead letters, or purged and enqueued anew)
+    life_from: int = 0
+    lease_until: float = 0.0
+    extended_until: float | None = None  # the one more lease a silence gave it
+    # while it waits for its due time (delayed, or a retry's backoff): when, on Trio's clock
+    due: float | None = None
+    max_attempts: int | None = None  # the producer's per-job options (NewJob)
+    handler_timeout: float | None = None
+    task: str | None = None
+    priority: int = 0
+    result: bytes | None = None  # the handler's return value, as JSON
+    result_error: str | None = None
+    cancel_requested: bool = False  # cancelled while claimed: its pool stops it
+
+    def move(self, target: JobState, now: float) -> None:
+        check_transition(self.id, self.state, target)
+        self.state = target
+        self.updated_at = now
+
+    def record(self, wall_offset: float) -> JobRecord:
+        """The record, its times moved from Trio's clock to the wall clock by *wall_offset*."""
+        return JobRecord(
+            id=self.id,
+            payload=json.loads(self.encoded),
+            payload_hash=self.payload_hash,
+            state=self.state,
+            attempts=self.attempts,
+            queued=self.queued,
+            created_at=self.created_at + wall_offset,
+            updated_at=self.updated_at + wall_offset,
+            last_error=self.last_error,
+            reason=self.reason,
+            due_at=None if self.due is None else self.due + wall_offset,
+            result=None if self.result is None else json.loads(self.result),
+            result_error=self.result_error,
+            priority=self.priority,
+        )
+
+
+def cost(entry: Entry) -> int:
+    """What *entry* counts for in a `MemoryBackend`'s budget."""
+    return len(entry.encoded) + len(entry.result or b"") + RECORD_BYTES
