@@ -236,7 +236,7 @@ def test_usage_errors_are_one_line_with_the_command_and_exit_status_2(args, pref
 
 
 def test_printable_escapes_control_characters_and_leaves_the_rest_alone():
-    from trioqueue._cli_args import printable
+    from trioqueue._cli._types import printable
 
     assert printable("a\x1b[31m\nb\tc\rd\x00\x7f\x85\x9b") == (
         "a\\x1b[31m\\nb\\tc\\rd\\x00\\x7f\\x85\\x9b"
@@ -251,7 +251,7 @@ def without(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the command line as if *module* (an optional dependency) were not installed."""
     code = (
         f"import sys; sys.modules[{module!r}] = None\n"
-        "from trioqueue._cli import main\n"
+        "from trioqueue._cli._main import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     return subprocess.run(

@@ -34,7 +34,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue._cli import main as cli_main
+from trioqueue._cli._main import main as cli_main
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -106,9 +106,9 @@ def console_commands() -> list[tuple[str, str]]:
 
 def test_every_command_on_a_page_is_one_the_command_line_takes():
     """A console block's command parses: no option on a page has been renamed or removed."""
-    from trioqueue._cli import _parser
+    from trioqueue._cli._parser import build_parser
 
-    parser, _ = _parser()
+    parser, _ = build_parser()
     commands = console_commands()
     assert len(commands) >= 12
     refused = []

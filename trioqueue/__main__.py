@@ -10,6 +10,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     sys.path.append(sys.path.pop(0))
 
-from ._cli import main  # after the path is set
+from ._cli._main import main  # after the path is set
 
 raise SystemExit(main())

@@ -30,7 +30,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ._cli_args import UsageError
+from ._cli._types import UsageError
 from ._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:

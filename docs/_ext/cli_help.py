@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from docutils.parsers.rst import Directive
 
-from trioqueue._cli import _parser
+from trioqueue._cli._parser import build_parser
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
@@ -23,7 +23,7 @@ class CliHelp(Directive):
     def run(self) -> list[object]:
         """Insert the sections as reST; they add no nodes of their own."""
         os.environ["COLUMNS"] = "88"  # argparse wraps to the terminal's width
-        parser, commands = _parser()
+        parser, commands = build_parser()
         lines = ["", "trioqueue", "-" * len("trioqueue"), "", "::", ""]
         lines += ["   " + line for line in parser.format_help().splitlines()]
         for name, command in commands.items():

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from trioqueue._cli_args import UsageError, load_handler
+from trioqueue._cli._loading import load_handler
+from trioqueue._cli._types import UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path

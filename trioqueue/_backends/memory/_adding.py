@@ -6,20 +6,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import (
-    AddMode,
-    AddResult,
-    NewJob,
-    Receipt,
-)
-from ..._exceptions import (
-    IdempotencyConflict,
-    MemoryFull,
-    QueueFull,
-)
-from ..._records import (
-    JobState,
-)
+from ..._backend import AddMode, AddResult, NewJob, Receipt
+from ..._exceptions import IdempotencyConflict, MemoryFull, QueueFull
+from ..._records import JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -10,19 +10,10 @@ import time
 
 import trio
 
-from ..._backend import (
-    Claim,
-    checked_capacity,
-    checked_retention,
-)
-from ..._exceptions import (
-    ConfigurationError,
-)
+from ..._backend import Claim, checked_capacity, checked_retention
+from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
-from ..._records import (
-    JobState,
-    Retention,
-)
+from ..._records import JobState, Retention
 from .._waiters import Waiters
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, Entry, cost
 from ._levels import ReadyLevels

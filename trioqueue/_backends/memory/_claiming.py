@@ -8,19 +8,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import (
-    CancelResult,
-    Claim,
-    Renewal,
-)
-from ..._exceptions import (
-    JobNotFound,
-)
-from ..._records import (
-    TERMINAL_STATES,
-    Job,
-    JobState,
-)
+from ..._backend import CancelResult, Claim, Renewal
+from ..._exceptions import JobNotFound
+from ..._records import TERMINAL_STATES, Job, JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -8,13 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from ..._records import (
-    ErrorInfo,
-    JobRecord,
-    JobState,
-    Retention,
-    check_transition,
-)
+from ..._records import ErrorInfo, JobRecord, JobState, Retention, check_transition
 
 if TYPE_CHECKING:
     from ..._backend import NewJob

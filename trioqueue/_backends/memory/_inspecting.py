@@ -7,18 +7,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import (
-    checked_page,
-    checked_place,
-)
-from ..._exceptions import (
-    JobNotFound,
-)
-from ..._records import (
-    TERMINAL_STATES,
-    JobRecord,
-    JobState,
-)
+from ..._backend import checked_page, checked_place
+from ..._exceptions import JobNotFound
+from ..._records import TERMINAL_STATES, JobRecord, JobState
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Sequence

@@ -6,14 +6,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import (
-    Claim,
-    SweepReport,
-)
-from ..._records import (
-    ErrorInfo,
-    JobState,
-)
+from ..._backend import Claim, SweepReport
+from ..._records import ErrorInfo, JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -8,17 +8,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ..._backend import (
-    AddMode,
-    AddResult,
-    NewJob,
-    Receipt,
-)
-from ..._exceptions import (
-    BackendUnavailable,
-    IdempotencyConflict,
-    QueueFull,
-)
+from ..._backend import AddMode, AddResult, NewJob, Receipt
+from ..._exceptions import BackendUnavailable, IdempotencyConflict, QueueFull
 from ._connection import text
 
 if TYPE_CHECKING:

@@ -8,13 +8,8 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 import trio
 
-from ..._backend import (
-    checked_capacity,
-    checked_retention,
-)
-from ..._exceptions import (
-    ConfigurationError,
-)
+from ..._backend import checked_capacity, checked_retention
+from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
 from ..._records import Retention
 from .._waiters import Waiters

@@ -8,13 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..._backend import (
-    Claim,
-    Renewal,
-)
-from ..._exceptions import (
-    ConfigurationError,
-)
+from ..._backend import Claim, Renewal
+from ..._exceptions import ConfigurationError
 from ..._job_input import check_options
 from ..._payload import decode_payload
 from ..._records import Job

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._backend import (
-    SweepReport,
-    checked_capacity,
-)
-from ..._exceptions import (
-    ConfigurationError,
-    JobNotFound,
-)
+from ..._backend import SweepReport, checked_capacity
+from ..._exceptions import ConfigurationError, JobNotFound
 from ._connection import decode_record, text
 from ._queue_settings import QueueSettings, decode_settings
 
 if TYPE_CHECKING:
     from ..._records import JobRecord
-
-    pass
 from ._base import RedisBase, check_seconds
 
 __all__ = ["Maintaining"]

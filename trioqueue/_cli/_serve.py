@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
-from ._backends.memory._backend import MemoryBackend
-from ._cli_args import SERVE_MAX_MEMORY_MIB, UsageError, load_handler, redis_backend
-from ._exceptions import BackendUnavailable
-from ._pool import open_worker_pool
-from ._retry import RetryPolicy
+from .._backends.memory._backend import MemoryBackend
+from .._exceptions import BackendUnavailable
+from .._pool import open_worker_pool
+from .._retry import RetryPolicy
+from ._loading import load_handler
+from ._redis_args import redis_backend
+from ._types import SERVE_MAX_MEMORY_MIB, UsageError
 
 if TYPE_CHECKING:
     import argparse
 
-    from ._backend import Backend
-    from ._pool import Handler, WorkerPool
-    from .http._limits import Limits
+    from .._backend import Backend
+    from .._pool import Handler, WorkerPool
+    from ..http._limits import Limits
 
 __all__ = ["ADMIN_TOKEN_ENV", "run_serve"]
 
@@ -50,7 +52,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         from hypercorn.config import Config
         from hypercorn.trio import serve
 
-        from .http import create_app
+        from ..http import create_app
     except ImportError:
         raise UsageError(
             "trioqueue serve needs the http extra: pip install '.[http]' in the trioqueue checkout"

@@ -1,164 +1,39 @@
-"""Argument types and checks of the command line; each error says what to type instead."""
+"""The Redis options every Redis command shares (URL, queue, shards, stream) and their backend."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import sys
-import traceback
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
-from ._backends.redis._url import url_problem
-from ._pool import is_handler
+from .._backends.redis._url import url_problem
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractAsyncContextManager
-
-    from ._backends.redis._backend import RedisBackend
-    from ._backends.redis._sharded import ShardedBackend
-    from ._pool import Handler
+    from .._backends.redis._backend import RedisBackend
+    from .._backends.redis._sharded import ShardedBackend
+from ._types import UsageError, positive_int, seconds
 
 __all__ = [
     "QUEUE_ENV",
     "REDIS_URL_ENV",
-    "SERVE_MAX_MEMORY_MIB",
-    "NotThere",
-    "UsageError",
     "add_queue_option",
     "add_redis_options",
     "add_redis_url_options",
     "add_shards_option",
-    "load_handler",
-    "non_negative",
-    "non_negative_int",
-    "port",
-    "positive_int",
-    "printable",
-    "rate",
     "redis_backend",
     "redis_url",
     "resolve_queue",
     "resolve_redis_url",
-    "seconds",
 ]
+
 
 QUEUE_ENV: Final = "TRIOQUEUE_QUEUE"
 """The environment variable a Redis command takes its queue from when ``--queue`` is not given."""
 
+
 REDIS_URL_ENV: Final = "TRIOQUEUE_REDIS_URL"
 """The environment variable a Redis command takes its URL from, after ``--redis-url-file``."""
-
-SERVE_MAX_MEMORY_MIB: Final = 256
-"""MiB of jobs and records ``trioqueue serve`` holds in memory unless ``--max-memory``."""
-
-# C0 and C1 controls, DEL, the line and paragraph separators and the bidirectional
-# overrides: each shown as Python writes it in a string, e.g. \x1b, \n, \u202e
-_ESCAPES: Final = {
-    code: repr(chr(code))[1:-1]
-    for code in (
-        *range(0x20),
-        *range(0x7F, 0xA0),
-        0x2028,
-        0x2029,
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
-}
-
-
-class UsageError(Exception):
-    """Bad input on the command line: reported in one line, exit status 2."""
-
-
-class NotThere(Exception):
-    """What the command names (a queue) is not there: reported in one line, exit status 1."""
-
-
-def printable(text: object) -> str:
-    r"""*text* safe to print on a terminal: controls escaped as in Python (``\x1b``, ``\n``).
-
-    C0 and C1 control characters, DEL, the Unicode line separators and the
-    bidirectional overrides are escaped, so a job id, reason or error message
-    cannot move the cursor, clear the screen or forge a line of output; every
-    other character, Unicode included, is printed as it is.
-    """
-    return str(text).translate(_ESCAPES)
-
-
-def _whole_number(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < minimum:
-        fix = (
-            "is negative: use 0 or more" if minimum == 0 else f"is too small: use {minimum} or more"
-        )
-        raise argparse.ArgumentTypeError(f"{value} {fix}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """A whole number >= 1."""
-    return _whole_number(text, 1)
-
-
-def bind_address(text: str) -> str:
-    """``HOST:PORT`` (``[IPv6]:PORT`` for an IPv6 address), the port 1 to 65535."""
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not HOST:PORT; e.g. 127.0.0.1:8000, or [::1]:8000 for IPv6"
-        )
-    bare = host.removeprefix("[").removesuffix("]")
-    if ":" in bare and not (host.startswith("[") and host.endswith("]")):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: put an IPv6 address in brackets, e.g. [{bare}]:{port}"
-        )
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r}: the port must be a number from 1 to 65535")
-    return text
-
-
-def rate(text: str) -> float:
-    """A probability, 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: use 0 to 1")
-    return value
-
-
-def non_negative(text: str) -> float:
-    """A finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
-    if value == float("inf"):
-        raise argparse.ArgumentTypeError("inf is not a number of seconds: use a finite one")
-    return value
-
-
-def seconds(text: str) -> float:
-    """A finite number of seconds > 0."""
-    value = non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("0 is too small: use a number of seconds > 0")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """A whole number >= 0."""
-    return _whole_number(text, 0)
 
 
 def redis_url(text: str) -> str:
@@ -173,133 +48,6 @@ def redis_url(text: str) -> str:
     return text
 
 
-def port(text: str) -> int:
-    """A TCP port, 1 to 65535."""
-    value = positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port: use 1 to 65535")
-    return value
-
-
-def load_handler(spec: str) -> Handler | Mapping[str, Handler]:
-    """Import ``MODULE:HANDLER`` (the current directory last on the path) and check it is async.
-
-    HANDLER may also name a dict of task names to async functions: a worker for
-    several tasks (`trioqueue.dispatch`).
-
-    The current directory goes at the end of ``sys.path``, so a file there can
-    hold the handler but never shadows a module installed under the same name
-    (prometheus_client, trio, ...) that is imported later.
-
-    Raises:
-        UsageError: The spec is malformed, the module or name is missing, or the
-            handler is not an ``async def``; the message says which.
-    """
-    target = _load(spec)
-    if isinstance(target, Mapping) and target:
-        wrong = [
-            name for name, h in target.items() if not isinstance(name, str) or not is_handler(h)
-        ]
-        if wrong:
-            raise UsageError(
-                f"{spec} is a table of handlers, but {wrong[0]!r} does not name an async "
-                "function; map each task name to an `async def handler(job)`"
-            )
-        return cast("Mapping[str, Handler]", target)
-    if not is_handler(target):
-        attr = spec.partition(":")[2]
-        hint = " (or, if it is a lifespan yielding the handler, add --lifespan)"
-        raise UsageError(
-            f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
-            + (hint if callable(target) else "")
-        )
-    return cast("Handler", target)
-
-
-def load_lifespan(spec: str) -> Callable[[], AbstractAsyncContextManager[object]]:
-    """Import ``MODULE:LIFESPAN``: a function returning an async context manager.
-
-    Raises:
-        UsageError: As `load_handler` says, or the name is not callable.
-    """
-    target = _load(spec)
-    if not callable(target) or is_handler(target):
-        raise UsageError(
-            f"{spec} is not a lifespan: with --lifespan, name a function that returns an async "
-            "context manager yielding the handler (decorate it with "
-            "contextlib.asynccontextmanager); without --lifespan, name the handler itself"
-        )
-    return cast("Callable[[], AbstractAsyncContextManager[object]]", target)
-
-
-def _load(spec: str) -> object:
-    """The object ``MODULE:NAME`` names (the current directory last on the path)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(
-            f"{spec!r} is not MODULE:HANDLER; name the module and the async function in it, "
-            "e.g. myapp.jobs:send_email"
-        )
-    if "" not in sys.path:
-        sys.path.append("")  # modules in the current directory, after the installed ones
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any error in the module, reported with where it happened
-        raise UsageError(_import_failure(module_name, exc)) from None
-    target: object = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise UsageError(
-                f"module {module_name!r} has no {attr!r}; check the name after the colon"
-            ) from None
-    return target
-
-
-def _import_failure(module_name: str, exc: Exception) -> str:
-    """Say why importing the handler's module failed, where, and what to do about it."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name is not None:
-        searched = module_name.split(".")
-        if exc.name in {".".join(searched[: i + 1]) for i in range(len(searched))}:
-            return (
-                f"cannot find module {exc.name!r} (looked in the installed packages and the "
-                "current directory); run from the directory that holds it or add that "
-                "directory to PYTHONPATH"
-            )
-        top = exc.name.partition(".")[0]
-        return (
-            f"importing {module_name!r} failed{_where(exc)}: it imports {exc.name!r}, which is "
-            f"not installed here; install the package that provides {top!r} in this "
-            f"environment ({sys.executable} -m pip install ...)"
-        )
-    said = " ".join(str(exc).split())  # one line, whatever the exception's text holds
-    return f"importing {module_name!r} raised {type(exc).__name__}{_where(exc)}: {said}; fix it"
-
-
-def _where(exc: Exception) -> str:
-    """`` at FILE, line N`` for the innermost frame of *exc* in a real file, or ``""``."""
-    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
-        return f" at {_shown_path(exc.filename)}, line {exc.lineno}"
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith("<") and frame.filename != importlib.__file__
-    ]
-    if not frames:
-        return ""
-    return f" at {_shown_path(frames[-1].filename)}, line {frames[-1].lineno}"
-
-
-def _shown_path(filename: str) -> str:
-    """*filename* relative to the current directory when it lies under it."""
-    path = Path(filename)
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return filename
-
-
 def redis_backend(args: argparse.Namespace) -> RedisBackend | ShardedBackend:
     """The backend that the URL (see `resolve_redis_url`), ``--queue`` and the rest name.
 
@@ -310,8 +58,8 @@ def redis_backend(args: argparse.Namespace) -> RedisBackend | ShardedBackend:
         ConfigurationError: An option is out of range; the message names it.
     """
     try:  # lazily: the optional extra
-        from ._backends.redis._backend import RedisBackend
-        from ._backends.redis._sharded import ShardedBackend
+        from .._backends.redis._backend import RedisBackend
+        from .._backends.redis._sharded import ShardedBackend
     except ImportError as exc:
         raise UsageError(str(exc)) from None
     options = {

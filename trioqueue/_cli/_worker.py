@@ -29,25 +29,27 @@ from typing import TYPE_CHECKING, Final, cast
 
 import trio
 
-from ._backends.redis._url import CredentialsRefused, redacted
-from ._cli_args import UsageError, load_handler, load_lifespan, redis_backend
-from ._cron_file import load_schedules
-from ._exceptions import BackendUnavailable, ConfigurationError
-from ._pool import dispatch, is_handler, open_worker_pool
-from ._queue import Queue
-from ._retry import RetryPolicy
-from ._scheduler import open_scheduler
+from .._backends.redis._url import CredentialsRefused, redacted
+from .._cron_file import load_schedules
+from .._exceptions import BackendUnavailable, ConfigurationError
+from .._pool import dispatch, is_handler, open_worker_pool
+from .._queue import Queue
+from .._retry import RetryPolicy
+from .._scheduler import open_scheduler
+from ._loading import load_handler, load_lifespan
+from ._redis_args import redis_backend
+from ._types import UsageError
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager
 
-    from ._backends.redis._backend import RedisBackend
-    from ._backends.redis._sharded import ShardedBackend
-    from ._pool import Handler, WorkerPool
-    from ._pool_config import ShutdownReport
-    from ._schedule import Schedule
+    from .._backends.redis._backend import RedisBackend
+    from .._backends.redis._sharded import ShardedBackend
+    from .._pool import Handler, WorkerPool
+    from .._pool_config import ShutdownReport
+    from .._schedule import Schedule
 
 __all__ = ["EXIT_CANCELLED", "EXIT_GAVE_UP", "run_worker"]
 
@@ -186,7 +188,7 @@ async def _serve(
     gave_up: BackendUnavailable | None = None
     async with trio.open_nursery() as nursery:
         if args.metrics_port is not None:
-            from ._prometheus import serve_metrics  # lazily: only when asked for
+            from .._prometheus import serve_metrics  # lazily: only when asked for
 
             await nursery.start(
                 serve_metrics, backend, args.queue, args.metrics_port, args.metrics_addr

@@ -18,20 +18,20 @@ try:
 except ImportError:  # the cli extra is not installed: plain progress lines
     _BAR = False
 
-from ._backends.memory._backend import MemoryBackend
-from ._cli_args import printable
-from ._pool import open_worker_pool
-from ._queue import Queue
-from ._retry import RetryPolicy
+from .._backends.memory._backend import MemoryBackend
+from .._pool import open_worker_pool
+from .._queue import Queue
+from .._retry import RetryPolicy
+from ._types import printable
 
 if TYPE_CHECKING:
     import argparse
 
-    from ._backend import Backend
-    from ._backends.redis._backend import RedisBackend
-    from ._metrics import MetricsSnapshot
-    from ._pool import Handler
-    from ._records import Job
+    from .._backend import Backend
+    from .._backends.redis._backend import RedisBackend
+    from .._metrics import MetricsSnapshot
+    from .._pool import Handler
+    from .._records import Job
 
 __all__ = ["SimulatedFailure", "run_demo"]
 
@@ -45,7 +45,7 @@ class SimulatedFailure(Exception):
 
 
 def _redis_backend(args: argparse.Namespace) -> RedisBackend:
-    from ._backends.redis._backend import RedisBackend  # lazily: the optional extra
+    from .._backends.redis._backend import RedisBackend  # lazily: the optional extra
 
     name = args.queue or "{trioqueue-demo-" + uuid.uuid4().hex[:8] + "}"
     return RedisBackend(

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._backends.redis._url import redacted
-from ._cli_args import NotThere, UsageError, printable, redis_backend
+from .._backends.redis._url import redacted
+from ._redis_args import redis_backend
+from ._types import NotThere, UsageError, printable
 
 if TYPE_CHECKING:
     import argparse
 
-    from ._backends.redis._queue_settings import QueueSettings
+    from .._backends.redis._queue_settings import QueueSettings
 
 __all__ = ["run_queue"]
 

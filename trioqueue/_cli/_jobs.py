@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._backend import PLACES, CancelResult
-from ._cli_args import printable, redis_backend
-from ._queue import Queue
-from ._result_errors import JobCancelled, NoResult
+from .._backend import PLACES, CancelResult
+from .._queue import Queue
+from .._result_errors import JobCancelled, NoResult
+from ._redis_args import redis_backend
+from ._types import printable
 
 if TYPE_CHECKING:
     import argparse
