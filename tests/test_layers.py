@@ -12,7 +12,7 @@ import trioqueue
 TIERS = {
     "_exceptions": 0,
     "_util": 0,
-    "_heartbeat": 0,
+    "_pool._heartbeat": 0,
     "_payload": 1,
     "_records": 1,
     "_retry": 1,
@@ -64,13 +64,16 @@ TIERS = {
     "_job_input": 2,
     "_result_errors": 2,
     "_scheduler": 4,
-    "_maintenance": 4,
-    "_outage": 4,
+    "_pool._maintenance": 4,
+    "_pool._outage": 4,
     "_pool": 4,
-    "_pool_books": 4,
-    "_pool_outcomes": 4,
-    "_pool_fetch": 4,
-    "_pool_config": 1,
+    "_pool._worker_pool": 4,
+    "_pool._lifecycle": 4,
+    "_pool._handlers": 4,
+    "_pool._books": 4,
+    "_pool._outcomes": 4,
+    "_pool._fetch": 4,
+    "_pool._config": 1,
     "_cli": 5,
     "_cli._main": 5,
     "_cli._parser": 5,
@@ -139,7 +142,6 @@ def test_imports_point_down(path):
         assert TIERS[target] <= TIERS[name], f"{name} (tier {TIERS[name]}) imports {target}"
 
 
-@pytest.mark.parametrize("module", ["_pool", "_pool_books", "_pool_fetch", "_pool_outcomes"])
-def test_the_pool_knows_no_concrete_backend(module):
-    pool = PACKAGE / f"{module}.py"
-    assert not any(t.startswith("_backends") for t in imported_modules(pool))
+@pytest.mark.parametrize("path", sorted((PACKAGE / "_pool").glob("*.py")), ids=lambda p: p.stem)
+def test_the_pool_knows_no_concrete_backend(path):
+    assert not any(t.startswith("_backends") for t in imported_modules(path))

@@ -47,11 +47,11 @@ from ._metrics import Metrics as Metrics
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._payload import PRIORITIES as PRIORITIES
 from ._payload import reply_id as reply_id
-from ._pool import Handler as Handler
-from ._pool import WorkerPool as WorkerPool
-from ._pool import dispatch as dispatch
-from ._pool import open_worker_pool as open_worker_pool
-from ._pool_config import ShutdownReport as ShutdownReport
+from ._pool._config import ShutdownReport as ShutdownReport
+from ._pool._handlers import Handler as Handler
+from ._pool._handlers import dispatch as dispatch
+from ._pool._lifecycle import open_worker_pool as open_worker_pool
+from ._pool._worker_pool import WorkerPool as WorkerPool
 from ._queue import Queue as Queue
 from ._records import ErrorInfo as ErrorInfo
 from ._records import Job as Job

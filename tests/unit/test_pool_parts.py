@@ -11,12 +11,12 @@ import trio
 import trio.testing
 
 from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend, Queue
-from trioqueue._heartbeat import Heartbeat
-from trioqueue._outage import OutageTracker
-from trioqueue._pool_books import Books
-from trioqueue._pool_config import PoolConfig
-from trioqueue._pool_fetch import Fetcher
-from trioqueue._pool_outcomes import Reporter
+from trioqueue._pool._books import Books
+from trioqueue._pool._config import PoolConfig
+from trioqueue._pool._fetch import Fetcher
+from trioqueue._pool._heartbeat import Heartbeat
+from trioqueue._pool._outage import OutageTracker
+from trioqueue._pool._outcomes import Reporter
 from trioqueue._retry import RetryPolicy
 
 

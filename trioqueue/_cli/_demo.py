@@ -19,7 +19,7 @@ except ImportError:  # the cli extra is not installed: plain progress lines
     _BAR = False
 
 from .._backends.memory._backend import MemoryBackend
-from .._pool import open_worker_pool
+from .._pool._lifecycle import open_worker_pool
 from .._queue import Queue
 from .._retry import RetryPolicy
 from ._types import printable
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .._backend import Backend
     from .._backends.redis._backend import RedisBackend
     from .._metrics import MetricsSnapshot
-    from .._pool import Handler
+    from .._pool._handlers import Handler
     from .._records import Job
 
 __all__ = ["SimulatedFailure", "run_demo"]

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from .._pool import is_handler
+from .._pool._handlers import is_handler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
-    from .._pool import Handler
+    from .._pool._handlers import Handler
 from ._types import UsageError
 
 __all__ = ["load_handler", "load_lifespan"]

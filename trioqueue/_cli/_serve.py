@@ -25,7 +25,7 @@ import trio
 
 from .._backends.memory._backend import MemoryBackend
 from .._exceptions import BackendUnavailable
-from .._pool import open_worker_pool
+from .._pool._lifecycle import open_worker_pool
 from .._retry import RetryPolicy
 from ._loading import load_handler
 from ._redis_args import redis_backend
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     import argparse
 
     from .._backend import Backend
-    from .._pool import Handler, WorkerPool
+    from .._pool._handlers import Handler
+    from .._pool._worker_pool import WorkerPool
     from ..http._limits import Limits
 
 __all__ = ["ADMIN_TOKEN_ENV", "run_serve"]

@@ -32,7 +32,8 @@ import trio
 from .._backends.redis._url import CredentialsRefused, redacted
 from .._cron_file import load_schedules
 from .._exceptions import BackendUnavailable, ConfigurationError
-from .._pool import dispatch, is_handler, open_worker_pool
+from .._pool._handlers import dispatch, is_handler
+from .._pool._lifecycle import open_worker_pool
 from .._queue import Queue
 from .._retry import RetryPolicy
 from .._scheduler import open_scheduler
@@ -47,8 +48,9 @@ if TYPE_CHECKING:
 
     from .._backends.redis._backend import RedisBackend
     from .._backends.redis._sharded import ShardedBackend
-    from .._pool import Handler, WorkerPool
-    from .._pool_config import ShutdownReport
+    from .._pool._config import ShutdownReport
+    from .._pool._handlers import Handler
+    from .._pool._worker_pool import WorkerPool
     from .._schedule import Schedule
 
 __all__ = ["EXIT_CANCELLED", "EXIT_GAVE_UP", "run_worker"]

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from ._exceptions import BackendUnavailable
-from ._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
+from .._exceptions import BackendUnavailable
+from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._backend import Backend, Claim
+    from .._backend import Backend, Claim
+    from .._records import ErrorInfo
+    from ._books import Books
+    from ._config import PoolConfig
     from ._outage import OutageTracker
-    from ._pool_books import Books
-    from ._pool_config import PoolConfig
-    from ._records import ErrorInfo
 
 __all__ = ["INTERRUPTED", "Reporter"]
 

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ._backend import Claim
-from ._exceptions import BackendUnavailable
+from .._backend import Claim
+from .._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:
-    from ._backend import Backend
+    from .._backend import Backend
+    from ._books import Books
+    from ._config import PoolConfig
     from ._outage import OutageTracker
-    from ._pool_books import Books
-    from ._pool_config import PoolConfig
 
 __all__ = ["Fetcher"]
 

@@ -6,9 +6,9 @@ import math
 
 import attrs
 
-from ._exceptions import ConfigurationError
-from ._payload import MAX_PAYLOAD
-from ._retry import RetryPolicy
+from .._exceptions import ConfigurationError
+from .._payload import MAX_PAYLOAD
+from .._retry import RetryPolicy
 
 __all__ = ["PoolConfig", "ShutdownReport", "check_number"]
 

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 import trio
 from trio_util import periodic
 
-from ._exceptions import BackendUnavailable
+from .._exceptions import BackendUnavailable
 from ._heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._backend import Backend
+    from .._backend import Backend
+    from ._books import Books
     from ._outage import OutageTracker
-    from ._pool_books import Books
 
 __all__ = ["renew", "renew_leases", "sweep_periodically"]
 

@@ -5,9 +5,9 @@ backend ─claim─▶ fetcher ─▶ memory channel (fixed buffer) ─▶ worke
                                                                  └─ retry ─▶ sleeper ─▶ requeue
 ```
 
-Every claim the pool holds is in its `Books` (``_pool_books.py``) from the moment
+Every claim the pool holds is in its `Books` (``_books.py``) from the moment
 it is claimed until its outcome reaches the backend, through the shielded calls of
-its `Reporter` (``_pool_outcomes.py``). Whatever is still held when the pool stops
+its `Reporter` (``_outcomes.py``). Whatever is still held when the pool stops
 (prefetched, cancelled, sleeping before a retry) is released back to the backend
 in one shielded call, so stopping never loses a job. The backend knows when each
 sleeping retry is due (`Backend.retry_later`), so a released one waits out the
@@ -20,44 +20,36 @@ of the backend is logged once per step of one shared backoff, and its end once.
 from __future__ import annotations
 
 import collections
-import inspect
 import logging
-import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from collections.abc import Set as AbstractSet
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
 import attrs
 import trio
 
-from ._current import running_on
-from ._exceptions import ConfigurationError, IdempotencyConflict, UnknownTask
-from ._maintenance import renew_leases, sweep_periodically
+from .._current import running_on
+from .._exceptions import IdempotencyConflict
+from .._outcome import Ack, Cancel, RetryAfter, decide
+from .._payload import encode_result, reply_id
+from ._books import Books
+from ._config import PoolConfig, ShutdownReport, check_number
+from ._fetch import Fetcher
 from ._outage import OutageTracker
-from ._outcome import Ack, Cancel, RetryAfter, decide
-from ._payload import MAX_PAYLOAD, encode_result, reply_id
-from ._pool_books import Books
-from ._pool_config import PoolConfig, ShutdownReport, check_number
-from ._pool_fetch import Fetcher
-from ._pool_outcomes import Reporter
-from ._records import Job
-from ._retry import RetryPolicy
+from ._outcomes import Reporter
 
 if TYPE_CHECKING:
-    from ._backend import Backend, Claim
-    from ._metrics import Metrics
-    from ._queue import Queue
+    import random
+    from collections.abc import Set as AbstractSet
 
-__all__ = ["Handler", "WorkerPool", "dispatch", "is_handler", "open_worker_pool"]
+    from .._backend import Backend, Claim
+    from .._metrics import Metrics
+    from .._queue import Queue
+    from .._records import Job
+    from ._handlers import Handler
+
+__all__ = ["WorkerPool", "logger"]
+
 
 logger = logging.getLogger("trioqueue.pool")
-
-Handler = Callable[[Job], Awaitable[object]]
-"""An async function run once per attempt; returning completes the job.
-
-With ``reply_to``, a return value other than None is published as a new job.
-"""
 
 
 @final
@@ -410,220 +402,3 @@ class WorkerPool:
                 await self._reporter.release_held()
             finally:
                 self._stopped.set()
-
-
-def dispatch(handlers: Mapping[str, Handler]) -> Handler:
-    """One handler that runs each job with the handler its task names (`Job.task`).
-
-    A job with no task, or a task this pool does not know, fails its attempt with
-    `UnknownTask`, and is retried like any failure: during a rolling deploy
-    another worker may know the task, and otherwise the job ends as a dead letter
-    that names it, to requeue once a worker has the handler.
-
-    Raises:
-        TypeError: A handler is not an async function, or a name is not a str.
-        ConfigurationError: *handlers* is empty.
-    """
-    if not handlers:
-        raise ConfigurationError(
-            "open_worker_pool: give at least one handler, as {'task name': handler}"
-        )
-    table = dict(handlers)
-    for name, handler in table.items():
-        if not isinstance(name, str):
-            raise TypeError(f"open_worker_pool: task names are strs, not {name!r}")
-        _check_handler(handler)
-    known = ", ".join(sorted(table))
-
-    async def run(job: Job) -> object:
-        if job.task is None:
-            raise UnknownTask(
-                f"job {job.id} has no task name, and this worker runs jobs by task (it has "
-                f"{known}): enqueue it with task= one of those"
-            )
-        chosen = table.get(job.task)
-        if chosen is None:
-            raise UnknownTask(
-                f"job {job.id} names task {job.task!r}, which this worker has no handler for "
-                f"(it has {known}); enqueue it with one of those names, or deploy a worker "
-                "with that handler and requeue the dead letter"
-            )
-        return await chosen(job)
-
-    return run
-
-
-def is_handler(target: object) -> bool:
-    """Whether *target* is an async function (or an object with an async ``__call__``)."""
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
-        getattr(target, "__call__", None)  # noqa: B004 - an instance with async __call__
-    )
-
-
-def _check_handler(handler: object) -> None:
-    """Refuse a handler that is not an async function (or an object with an async __call__)."""
-    if is_handler(handler):
-        return
-    name = getattr(handler, "__name__", type(handler).__name__)
-    name = "handler" if name == "<lambda>" else name
-    raise TypeError(
-        f"open_worker_pool(handler={name}): the handler must be an async function; define it "
-        f"as `async def {name}(job): ...` (a plain def would run, then fail every attempt)"
-    )
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group
-
-
-@asynccontextmanager
-async def open_worker_pool(
-    backend: Backend,
-    handler: Handler | Mapping[str, Handler],
-    *,
-    workers: int = 4,
-    retry: RetryPolicy | None = None,
-    handler_timeout: float | None = None,
-    prefetch: int = 0,
-    batch_size: int = 32,
-    lease: float | None = None,
-    sweep_interval: float = 1.0,
-    poll_interval: float = 1.0,
-    io_timeout: float = 5.0,
-    seed: int | None = None,
-    reply_to: Queue | None = None,
-    give_up_after: float | None = None,
-    max_result: int = MAX_PAYLOAD,
-) -> AsyncIterator[WorkerPool]:
-    """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
-
-    The body of the ``async with`` is the producer: leaving it marks the
-    producer finished and waits until every pending job is done (completed,
-    dead-lettered or dropped). To stop early, call `WorkerPool.shutdown`; if
-    the body raises or is cancelled, running handlers are cancelled and every
-    unfinished job is put back in the backend before the exception propagates.
-
-    A handler outcome is: return → completed; `Drop` → dropped; `Retry` or any
-    other exception → retried after a backoff in a sleeper task of its own, or
-    dead-lettered when attempts are exhausted. What a handler returns is kept
-    on the job's record as JSON (`JobRecord.result`, `Queue.result`) as long as
-    the record; None is not stored.
-
-    When the backend cannot be reached (`BackendUnavailable`), the pool's tasks
-    share one backoff: every 0.25 s for the first four seconds (a restart or a
-    cluster's failover is often over by then), then doubling from 0.5 s to 15 s,
-    each less up to a fifth at random. The ``trioqueue.pool`` logger gets one
-    WARNING when it begins and one per doubled step, and one INFO line when a
-    call succeeds again, naming how long the outage lasted; the sweeper skips
-    its periods meanwhile. Every failed call counts in ``metrics.backend_errors``.
-    `WorkerPool.wait_backend_reached` returns after the first successful call.
-
-    Args:
-        backend: Where the jobs are, e.g. a `MemoryBackend`.
-        handler: ``async def handler(job: Job) -> object``; or several by task
-            name, ``{"send_email": send_email, "resize": resize}``: each job runs
-            with the one its task names (``enqueue(..., task="resize")``; see
-            `dispatch` for a job whose task the pool does not know).
-        workers: Handlers running at most at once.
-        retry: Attempts and backoff; `RetryPolicy()` by default.
-        handler_timeout: Seconds an attempt may run before it is cancelled and
-            counted as a failure (retried like any other); None for no limit.
-        prefetch: Claimed jobs buffered for the workers beyond the one in hand.
-        batch_size: Most jobs claimed in one call to the backend.
-        lease: Seconds a claim holds without renewal; the pool renews its
-            claims every third of it, and the sweeper puts expired ones back.
-            None takes the backend's default (its ``min_idle`` on Redis).
-        sweep_interval: Seconds between sweeps (scheduling stored jobs,
-            recovering expired claims, evicting old records).
-        poll_interval: Longest wait for work in one claim call.
-        io_timeout: Longest time a shielded outcome or release may take.
-        seed: Seeds the backoff jitter, for reproducible runs.
-        reply_to: A queue for the handler's results: a return value other
-            than None is enqueued there (waiting for room) before the job
-            completes, under `reply_id` of the job's id, so a job that runs
-            twice publishes once. A failure to publish fails the attempt.
-        give_up_after: Seconds the backend may stay unreachable, without one
-            call succeeding, before the pool gives up: its last try is made when
-            they have passed, and if that fails too, the pool stops as if
-            cancelled (putting back what it can within *io_timeout*) and raises
-            `BackendUnavailable`. None (the default) retries for ever. A
-            long-running worker under a supervisor may prefer to exit and be
-            restarted, or to page someone, after a while.
-        max_result: The most bytes a handler's return value may take as JSON
-            (1 MiB by default). A larger one, or one that is not JSON, is not
-            stored: the job completes all the same (its work is done; running it
-            again would repeat that), a WARNING says why, and `Queue.result`
-            raises `ResultNotStored` with the reason.
-
-    Raises:
-        BackendUnavailable: The backend stayed unreachable for *give_up_after*
-            seconds; its message says for how long, and its ``detail`` is the
-            cause of the last failure.
-        ConfigurationError: A setting is out of range; the message names it.
-        TypeError: *handler* is not an async function.
-    """
-    if isinstance(handler, Mapping):
-        handler = dispatch(handler)
-    _check_handler(handler)
-    config = PoolConfig(
-        workers=workers,
-        retry=RetryPolicy() if retry is None else retry,
-        handler_timeout=handler_timeout,
-        prefetch=prefetch,
-        batch_size=batch_size,
-        lease=backend.default_lease if lease is None else lease,
-        sweep_interval=sweep_interval,
-        poll_interval=poll_interval,
-        io_timeout=io_timeout,
-        max_result=max_result,
-    )
-    check_number("give_up_after", give_up_after, minimum=0, allow_none=True)
-    # a generator of its own: outages leave the retry jitter of a seeded run as it was
-    outage = OutageTracker(backend.metrics, random.Random(seed), give_up_after)
-    pool = WorkerPool(backend, handler, config, random.Random(seed), reply_to, outage)
-    body_error: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            pool._upkeep = nursery
-            await nursery.start(pool._run)
-            nursery.start_soon(
-                renew_leases,
-                backend,
-                pool._books,
-                config.lease,
-                outage,
-                pool._running_jobs,
-            )
-            nursery.start_soon(
-                sweep_periodically,
-                backend,
-                config.sweep_interval,
-                outage,
-                pool._books,
-                config.lease,
-            )
-            if give_up_after is not None:
-                nursery.start_soon(outage.enforce_limit)
-            try:
-                yield pool
-            except BaseException as exc:
-                body_error = exc
-                pool._stopping = True
-                nursery.cancel_scope.cancel()
-            else:
-                pool.mark_producer_finished()
-                await pool.wait_stopped()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        pool_error = _unwrap(group)
-        if body_error is None or isinstance(body_error, trio.Cancelled):
-            raise pool_error from None  # the body was only cancelled because the pool failed
-        if type(body_error) is type(pool_error) and str(body_error) == str(pool_error):
-            raise body_error from None  # one cause seen twice (a queue set up otherwise)
-        raise BaseExceptionGroup(
-            "the worker pool failed while its body was failing", [body_error, pool_error]
-        ) from None
-    if body_error is not None:
-        raise body_error

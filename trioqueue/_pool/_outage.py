@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Final, NoReturn, final
 import attrs
 import trio
 
-from ._exceptions import BackendRefused, BackendUnavailable
+from .._exceptions import BackendRefused, BackendUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._metrics import Metrics
+    from .._metrics import Metrics
 
 __all__ = ["FIRST_PAUSE", "LONGEST_PAUSE", "STEADY_TRIES", "OutageTracker"]
 
