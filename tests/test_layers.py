@@ -22,6 +22,7 @@ TIERS = {
     "_cron_file": 2,
     "_current": 2,
     "_backend": 2,
+    "_backend_values": 2,
     "_backends": 3,
     "_backends.memory": 3,
     "_backends.memory._backend": 3,

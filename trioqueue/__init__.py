@@ -9,16 +9,16 @@ unfinished job back. The backend is embedded (`MemoryBackend`) or Redis
 
 from __future__ import annotations
 
-from ._backend import PLACES as PLACES
-from ._backend import AddMode as AddMode
-from ._backend import AddResult as AddResult
 from ._backend import Backend as Backend
-from ._backend import CancelResult as CancelResult
-from ._backend import Claim as Claim
-from ._backend import NewJob as NewJob
-from ._backend import Receipt as Receipt
-from ._backend import Renewal as Renewal
-from ._backend import SweepReport as SweepReport
+from ._backend_values import PLACES as PLACES
+from ._backend_values import AddMode as AddMode
+from ._backend_values import AddResult as AddResult
+from ._backend_values import CancelResult as CancelResult
+from ._backend_values import Claim as Claim
+from ._backend_values import NewJob as NewJob
+from ._backend_values import Receipt as Receipt
+from ._backend_values import Renewal as Renewal
+from ._backend_values import SweepReport as SweepReport
 from ._backends.memory._backend import MemoryBackend as MemoryBackend
 from ._backends.redis._backend import RedisBackend as RedisBackend
 from ._backends.redis._current import current_redis as current_redis

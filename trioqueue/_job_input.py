@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any, TypeAlias, TypedDict
 
-from ._backend import NewJob
+from ._backend_values import NewJob
 from ._payload import (
     MAX_ID_LENGTH,
     MAX_PAYLOAD,

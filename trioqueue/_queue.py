@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Unpack, final
 import trio
 from outcome import Error, Value
 
-from ._backend import AddMode, AddResult, Backend, CancelResult, NewJob, Receipt
+from ._backend_values import AddMode, AddResult, CancelResult, NewJob, Receipt
 from ._exceptions import ConfigurationError, JobNotFound
 from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from outcome import Maybe
 
+    from ._backend import Backend
     from ._metrics import Metrics, MetricsSnapshot
     from ._records import JobRecord
 

@@ -7,7 +7,7 @@ import datetime
 import logging
 from typing import TYPE_CHECKING
 
-from .._backend import PLACES, AddMode
+from .._backend_values import PLACES, AddMode
 from .._payload import PRIORITIES
 from ._redis_args import (
     add_queue_option,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from .._backend import AddMode
+from .._backend_values import AddMode
 from .._exceptions import IdempotencyConflict, QueueFull
 from .._job_input import prepare
 from .._record_json import iso_time
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterable
 
-    from .._backend import NewJob, Receipt
+    from .._backend_values import NewJob, Receipt
     from .._backends.redis._backend import RedisBackend
     from .._backends.redis._sharded import ShardedBackend
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._backend import PLACES, CancelResult
+from .._backend_values import PLACES, CancelResult
 from .._queue import Queue
 from .._result_errors import JobCancelled, NoResult
 from ._redis_args import redis_backend

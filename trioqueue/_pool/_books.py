@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from collections.abc import Set as AbstractSet
 
-    from .._backend import Claim
+    from .._backend_values import Claim
 
 __all__ = ["Books"]
 

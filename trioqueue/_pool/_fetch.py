@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from .._backend import Claim
+from .._backend_values import Claim
 from .._exceptions import BackendUnavailable
 
 if TYPE_CHECKING:

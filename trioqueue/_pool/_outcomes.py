@@ -20,7 +20,8 @@ from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._backend import Backend, Claim
+    from .._backend import Backend
+    from .._backend_values import Claim
     from .._records import ErrorInfo
     from ._books import Books
     from ._config import PoolConfig

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Set as AbstractSet
 
-    from .._backend import Backend, Claim
+    from .._backend import Backend
+    from .._backend_values import Claim
     from .._metrics import Metrics
     from .._queue import Queue
     from .._records import Job

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backend import AddMode, NewJob, Receipt
+from .._backend_values import AddMode, NewJob, Receipt
 from .._exceptions import BackendUnavailable, IdempotencyConflict, MemoryFull
 from .._job_input import prepare
 from ._jobs import (

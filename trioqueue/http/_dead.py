@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._backend import CancelResult
+from .._backend_values import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
 from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY
 from ._jobs import error, unavailable

@@ -24,7 +24,7 @@ from ._json import JSONResponse
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from .._backend import Receipt
+    from .._backend_values import Receipt
     from .._queue import Queue
     from ._access import Access
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import AddMode, AddResult, NewJob, Receipt
+from ..._backend_values import AddMode, AddResult, NewJob, Receipt
 from ..._exceptions import IdempotencyConflict, MemoryFull, QueueFull
 from ..._records import JobState
 

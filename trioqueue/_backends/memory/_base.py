@@ -10,7 +10,7 @@ import time
 
 import trio
 
-from ..._backend import Claim, checked_capacity, checked_retention
+from ..._backend_values import Claim, checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
 from ..._records import JobState, Retention

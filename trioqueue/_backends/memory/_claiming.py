@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import CancelResult, Claim, Renewal
+from ..._backend_values import CancelResult, Claim, Renewal
 from ..._exceptions import JobNotFound
 from ..._records import TERMINAL_STATES, Job, JobState
 

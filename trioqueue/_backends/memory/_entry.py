@@ -11,7 +11,7 @@ import attrs
 from ..._records import ErrorInfo, JobRecord, JobState, Retention, check_transition
 
 if TYPE_CHECKING:
-    from ..._backend import NewJob
+    from ..._backend_values import NewJob
 
 __all__ = [
     "CANCELLED_HELD",

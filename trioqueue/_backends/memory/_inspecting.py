@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import checked_page, checked_place
+from ..._backend_values import checked_page, checked_place
 from ..._exceptions import JobNotFound
 from ..._records import TERMINAL_STATES, JobRecord, JobState
 

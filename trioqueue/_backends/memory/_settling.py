@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import Claim, SweepReport
+from ..._backend_values import Claim, SweepReport
 from ..._records import ErrorInfo, JobState
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ..._backend import AddMode, AddResult, NewJob, Receipt
+from ..._backend_values import AddMode, AddResult, NewJob, Receipt
 from ..._exceptions import BackendUnavailable, IdempotencyConflict, QueueFull
 from ._connection import text
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 import trio
 
-from ..._backend import checked_capacity, checked_retention
+from ..._backend_values import checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
 from ..._records import Retention

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..._backend import Claim, Renewal
+from ..._backend_values import Claim, Renewal
 from ..._exceptions import ConfigurationError
 from ..._job_input import check_options
 from ..._payload import decode_payload

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ..._backend import checked_page, checked_place
+from ..._backend_values import checked_page, checked_place
 from ..._metrics import Gauges, MetricsSnapshot, shared_snapshot
 from ..._payload import PRIORITIES
 from ._connection import decode_record, text

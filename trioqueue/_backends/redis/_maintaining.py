@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._backend import SweepReport, checked_capacity
+from ..._backend_values import SweepReport, checked_capacity
 from ..._exceptions import ConfigurationError, JobNotFound
 from ._connection import decode_record, text
 from ._queue_settings import QueueSettings, decode_settings

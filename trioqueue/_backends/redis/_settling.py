@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend import CancelResult, Claim
+from ..._backend_values import CancelResult, Claim
 from ..._exceptions import JobNotFound
 from ..._records import ErrorInfo
 from ._connection import text

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, final
 import attrs
 import trio
 
-from ..._backend import (
+from ..._backend_values import (
     AddMode,
     AddResult,
     CancelResult,
