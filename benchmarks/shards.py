@@ -33,7 +33,7 @@ WORKERS = 16  # per process
 
 def shard_placement(cluster: Any, queue: str, shards: int) -> list[int]:
     """Which master serves each shard of *queue*."""
-    from trioqueue._backends.redis._sharded import shard_names
+    from trioqueue._backends.redis._shards import shard_names
 
     placement = []
     for name in shard_names(queue, shards) if shards > 1 else [queue]:
@@ -90,7 +90,7 @@ def spread_name(shards: int) -> str:
     """A fresh queue name whose shards fall on *shards* different masters (of 3)."""
     from tests.redis_cluster import master_index
     from trioqueue._backends.redis._keys import hash_slot
-    from trioqueue._backends.redis._sharded import shard_names
+    from trioqueue._backends.redis._shards import shard_names
 
     while True:
         queue = f"bench-{uuid.uuid4().hex[:6]}"

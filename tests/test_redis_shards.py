@@ -18,7 +18,7 @@ import trio.testing
 
 import trioqueue
 from trioqueue import ConfigurationError, IdempotencyConflict, Queue, ShardedBackend
-from trioqueue._backends.redis._sharded import shard_names
+from trioqueue._backends.redis._shards import shard_names
 
 from .test_cli_redis import Target, Worker
 
