@@ -53,6 +53,7 @@ TIERS = {
     "_backends.redis._sharded_work": 3,
     "_backends.redis._connection": 3,
     "_backends.redis._glide": 3,
+    "_backends.redis._glide_config": 3,
     "_backends.redis._coredis": 3,
     "_backends.redis._client": 3,
     "_backends.redis._hiredis": 3,

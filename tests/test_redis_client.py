@@ -19,7 +19,8 @@ import trioqueue
 from trioqueue._backends.redis._client import CLIENT_ENV, chosen_client, connect
 from trioqueue._backends.redis._connection import IO_TIMEOUT
 from trioqueue._backends.redis._coredis import CoredisConnection
-from trioqueue._backends.redis._glide import GlideConnection, cluster_nodes, glide_configuration
+from trioqueue._backends.redis._glide import GlideConnection
+from trioqueue._backends.redis._glide_config import cluster_nodes, glide_configuration
 from trioqueue._backends.redis._hiredis import HiredisConnection
 from trioqueue._backends.redis._keys import RedisKeys
 
@@ -88,6 +89,7 @@ def test_a_client_named_but_not_installed_is_named_in_the_error(monkeypatch):
     monkeypatch.setenv(CLIENT_ENV, "glide")
     monkeypatch.setitem(sys.modules, "glide", None)
     monkeypatch.delitem(sys.modules, "trioqueue._backends.redis._glide")
+    monkeypatch.delitem(sys.modules, "trioqueue._backends.redis._glide_config")
     with pytest.raises(ImportError) as raised:
         trioqueue.RedisBackend("redis://localhost/0", queue="{q}")
     assert str(raised.value) == (

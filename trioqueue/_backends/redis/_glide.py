@@ -4,8 +4,9 @@ The same interface and the same meaning of errors as the coredis connection:
 scripts get the queue's keys and the shared head of arguments, a reply that does
 not come within the I/O timeout and any connection error become
 `BackendUnavailable` (never showing the password), a script the server refuses
-becomes `BackendRefused`. The default client wherever glide is installed (see
-``_client.py``); what differs from coredis is said where it happens.
+becomes `BackendRefused`. The client of ``wait_replicas`` and of
+``TRIOQUEUE_REDIS_CLIENT=glide`` (see ``_client.py``); what differs from coredis
+is said where it happens. Its client settings are in ``_glide_config.py``.
 
 With ``?cluster=yes`` the clients are glide's cluster clients: they find the
 cluster from the URL's node, send each script to the queue's slot, follow MOVED
@@ -21,25 +22,22 @@ moved element was lost, and two waits queued behind each other.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from ..._exceptions import BackendUnavailable, ConfigurationError
+from ..._exceptions import BackendUnavailable
 from ._connection import (
     CREDENTIAL_WORDS,
     IO_TIMEOUT,
-    TRANSIENT_REPLIES,
     ConnectionBase,
     is_redirect,
     log_unblock_refused,
     says_any,
     user_refusal,
 )
-from ._probe import probe, url_parts
+from ._probe import probe
 from ._scripts import load_sources
 from ._url import CredentialsRefused, scrubbed, wants_cluster
 from ._watch import LivenessWatch
@@ -48,150 +46,29 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
     from ._keys import RedisKeys
-
 import glide
 
-__all__ = ["GlideConnection", "glide_configuration"]
-
-logger = logging.getLogger("trioqueue.redis")
-
-_CONNECT_TIMEOUT_MS: Final = 2_000
-# Reconnect attempts at most 400 ms apart (50 ms * 2**3, jittered). glide's own
-# backoff grows for as long as the server is away: after a 3 s restart it came
-# back 2.3-2.5 s after the server did, longer than the one more lease a sweep
-# grants claims after an outage, so other pools recovered live jobs meanwhile.
-_RECONNECT: Final = glide.BackoffStrategy(num_of_retries=3, factor=50, exponent_base=2)
-_PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
-_LEARN_TIMEOUT: Final = 1.0  # seconds a cluster may take to name its nodes
-_UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
-# errors that mean "not now" rather than "no": glide raises a plain RequestError
-# when it cannot connect, and a restarted server refuses commands while it loads
-_TRANSIENT: Final = (
-    "connect failed",
-    "IoError",
-    "Connection refused",
-    "Broken pipe",
-    "Connection reset",
-    *TRANSIENT_REPLIES,
+from ._glide_config import (
+    GLIDE_TRANSIENT,
+    Client,
+    cluster_nodes,
+    new_client,
+    refuse_what_glide_cannot_do,
+    server_said_no,
 )
 
-Client = glide.GlideClient | glide.GlideClusterClient
-"""A standalone or a cluster glide client: the connection uses either."""
-
-glide.Logger.set_logger_config(glide.LogLevel.OFF)  # else it writes to standard output
-
-
-def _refuse_what_glide_cannot_do(url: str) -> None:
-    """Raise `ConfigurationError` for ``?ssl_check_hostname=false``, with what to do."""
-    parts = url_parts(url)
-    if parts.options.get("ssl_check_hostname", "").lower() in ("false", "0", "no"):
-        raise ConfigurationError(
-            "valkey-glide cannot skip the certificate's host-name check alone: connect "
-            "by a name the certificate holds, or use the coredis client (pip install "
-            "coredis; TRIOQUEUE_REDIS_CLIENT=coredis), or turn verification off with "
-            "?ssl_cert_reqs=none"
-        )
+__all__ = [
+    "GlideConnection",
+]
 
 
-def glide_configuration(
-    url: str, also: Sequence[tuple[str, int]] = ()
-) -> glide.GlideClientConfiguration | glide.GlideClusterClientConfiguration:
-    """The glide client configuration a (checked) Redis URL means.
-
-    ``redis://[user:password@]host[:port][/db]``, ``rediss://`` (TLS; the
-    certificate is verified against ``?ssl_ca_certs=PATH`` or the system's CAs,
-    and ``?ssl_cert_reqs=none`` turns verification off), ``unix://path?db=N``;
-    ``?password=`` and ``?ssl_certfile=``/``?ssl_keyfile=`` (a client certificate)
-    are read too. glide has no switch for the host-name check alone, so
-    ``?ssl_check_hostname=false`` is refused with what to do instead.
-    ``?cluster=yes``: a Redis Cluster, reached through any of the URL's nodes
-    (``redis://a:7000,b:7000?cluster=yes``) or of *also*, the nodes the cluster
-    itself named (a cluster client's configuration, database 0).
-
-    Raises:
-        ConfigurationError: ``?ssl_check_hostname=false``, or the CA file cannot be read.
-    """
-    _refuse_what_glide_cannot_do(url)
-    parts = url_parts(url)
-    if parts.socket_path is not None:
-        address = glide.NodeAddress(unix_socket_path=parts.socket_path)
-    else:
-        address = glide.NodeAddress(parts.host, parts.port)
-    credentials = (
-        glide.ServerCredentials(password=parts.password, username=parts.username)
-        if parts.password is not None
-        else None
-    )
-    tls = None
-    if parts.scheme == "rediss":
-        ca = parts.options.get("ssl_ca_certs")
-        try:
-            root = Path(ca).read_bytes() if ca and not parts.insecure else None
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot read the CA certificates named by ?ssl_ca_certs= ({exc}): "
-                "give the path of a PEM file this process can read"
-            ) from exc
-        tls = glide.TlsAdvancedConfiguration(
-            use_insecure_tls=parts.insecure or None,
-            root_pem_cacerts=root,
-            client_cert_path=parts.options.get("ssl_certfile"),
-            client_key_path=parts.options.get("ssl_keyfile"),
-        )
-    if wants_cluster(url):
-        nodes = dict.fromkeys([*parts.nodes, *also])
-        return glide.GlideClusterClientConfiguration(
-            [glide.NodeAddress(host, port) for host, port in nodes],
-            use_tls=parts.scheme == "rediss",
-            credentials=credentials,
-            request_timeout=int(IO_TIMEOUT * 1000),
-            reconnect_strategy=_RECONNECT,
-            lazy_connect=True,
-            advanced_config=glide.AdvancedGlideClusterClientConfiguration(
-                connection_timeout=_CONNECT_TIMEOUT_MS, tls_config=tls
-            ),
-        )
-    return glide.GlideClientConfiguration(
-        [address],
-        use_tls=parts.scheme == "rediss",
-        credentials=credentials,
-        database_id=parts.db,
-        request_timeout=int(IO_TIMEOUT * 1000),  # glide's default is 250 ms
-        reconnect_strategy=_RECONNECT,
-        # Redis may be down when a worker starts: it connects on the first request
-        lazy_connect=True,
-        advanced_config=glide.AdvancedGlideClientConfiguration(
-            connection_timeout=_CONNECT_TIMEOUT_MS, tls_config=tls
-        ),
-    )
+_PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands
 
 
-def _server_said_no(exc: glide.RequestError) -> bool:
-    """Whether *exc* is the server refusing a command, not an outage or refused credentials."""
-    if isinstance(exc, glide.ConnectionError | glide.TimeoutError):
-        return False
-    return not says_any(str(exc), (*CREDENTIAL_WORDS, *_TRANSIENT))
+_LEARN_TIMEOUT: Final = 1.0  # seconds a cluster may take to name its nodes
 
 
-def cluster_nodes(reply: str) -> list[tuple[str, int]]:
-    """The (host, port) of each node a ``CLUSTER NODES`` reply names, but failed ones."""
-    nodes = []
-    for line in reply.splitlines():
-        fields = line.split()
-        if len(fields) < 3 or {"fail", "noaddr", "handshake"} & set(fields[2].split(",")):
-            continue
-        host, _, port = fields[1].partition("@")[0].rpartition(":")
-        if host and port.isdigit():
-            nodes.append((host.strip("[]"), int(port)))
-    return nodes
-
-
-async def _new_client(url: str, also: Sequence[tuple[str, int]] = ()) -> Client:
-    """A glide client for *url*: a cluster client when the URL says ``?cluster=yes``."""
-    config = glide_configuration(url, also)
-    if isinstance(config, glide.GlideClusterClientConfiguration):
-        return await glide.GlideClusterClient.create(config)
-    return await glide.GlideClient.create(config)
+_UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 
 
 @final
@@ -207,7 +84,7 @@ class GlideConnection(ConnectionBase[Client]):
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
     ) -> None:
         super().__init__(url, keys, head)
-        _refuse_what_glide_cannot_do(url)  # here, not when the backend opens
+        refuse_what_glide_cannot_do(url)  # here, not when the backend opens
         self._waiters: list[Client] = []  # idle clients for BLMOVE alone
         self._all_waiters: list[Client] = []
         # a cluster's nodes as it named them, and when: a new client (a waiting one)
@@ -226,7 +103,7 @@ class GlideConnection(ConnectionBase[Client]):
     async def open(self) -> None:
         """Create the client and the scripts (connecting happens on first use)."""
         with self.reachable():
-            self._client = await _new_client(self._url)
+            self._client = await new_client(self._url)
         scripts = load_sources().items()
         self._scripts = {name: glide.Script(src) for name, src in scripts}  # type: ignore[no-untyped-call]
         self._watch.start()
@@ -266,7 +143,7 @@ class GlideConnection(ConnectionBase[Client]):
                 raise no_database from exc
             if any(word in detail for word in CREDENTIAL_WORDS):
                 raise CredentialsRefused(self.where, detail) from exc
-            if says_any(detail, _TRANSIENT):
+            if says_any(detail, GLIDE_TRANSIENT):
                 raise BackendUnavailable(self.where, detail) from exc
             if is_redirect(detail) and wants_cluster(self._url):
                 # a blocking wait sent just before a failover or a slot move: the
@@ -352,7 +229,7 @@ class GlideConnection(ConnectionBase[Client]):
             try:
                 return await self._watch.call(lambda: self.client.custom_command(words))
             except glide.RequestError as exc:
-                if not _server_said_no(exc):
+                if not server_said_no(exc):
                     raise  # reachable() says what it means
                 raise user_refusal(self.where, args, scrubbed(str(exc), self._url)) from exc
 
@@ -405,7 +282,7 @@ class GlideConnection(ConnectionBase[Client]):
             self.client  # noqa: B018 - raises unless open
             await self._learn_nodes()
             with self.reachable():
-                waiter = await _new_client(self._url, self._known[0])
+                waiter = await new_client(self._url, self._known[0])
             self._all_waiters.append(waiter)
         try:
             yield waiter
@@ -552,7 +429,7 @@ class GlideConnection(ConnectionBase[Client]):
                         lambda: client.invoke_script(script, keys=self._key_list, args=values)
                     )
                 except glide.RequestError as exc:
-                    if not _server_said_no(exc):
+                    if not server_said_no(exc):
                         raise  # reachable() says what it means
                     raise await self._refusal(f"the {name} script", exc) from exc
             raise BackendUnavailable(
