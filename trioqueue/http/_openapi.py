@@ -4,194 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
-from .._util import MAX_DELAY
-from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY
+from .._payload import MAX_ID_LENGTH
+from ._dead_page import DEFAULT_PAGE, MAX_PAGE
+from ._openapi_parts import (
+    ADMIN,
+    BAD_HOST,
+    CANCEL,
+    DEAD_SUMMARY,
+    ERROR,
+    NEW_JOB,
+    NOT_JSON,
+    READ,
+    RECEIPT,
+    RECORD,
+    UNAVAILABLE,
+    error_answer,
+    json_answer,
+)
 
 __all__ = ["openapi_document"]
-
-_ERROR: dict[str, Any] = {
-    "type": "object",
-    "required": ["error", "message"],
-    "properties": {
-        "error": {"type": "string", "description": "What kind of error, for programs."},
-        "message": {"type": "string", "description": "What happened and what to do."},
-    },
-}
-_RECEIPT: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "deduplicated", "queued"],
-    "properties": {
-        "id": {"type": "string"},
-        "deduplicated": {"type": "boolean"},
-        "queued": {"type": "boolean", "description": "On the ready queue now."},
-        "scheduled": {
-            "type": "boolean",
-            "description": "Stored until its due time (a delay or an at was given).",
-        },
-    },
-}
-_RECORD: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "state", "queued", "attempts", "payload_hash", "created_at"],
-    "properties": {
-        "id": {"type": "string"},
-        "state": {
-            "enum": [
-                "received",
-                "scheduled",
-                "processing",
-                "completed",
-                "failed_retry",
-                "failed",
-                "dropped",
-                "cancelled",
-            ]
-        },
-        "queued": {"type": "boolean"},
-        "attempts": {"type": "integer", "minimum": 0},
-        "payload": {},
-        "payload_hash": {"type": "string"},
-        "created_at": {"type": "string", "format": "date-time"},
-        "updated_at": {"type": "string", "format": "date-time"},
-        "due_at": {
-            "type": ["string", "null"],
-            "format": "date-time",
-            "description": "When a scheduled job becomes ready; null for any other.",
-        },
-        "payload_raw": {
-            "type": "string",
-            "description": "Bytes another program stored that are not JSON (payload is null).",
-        },
-        "last_error": {
-            "oneOf": [
-                {"type": "null"},
-                {
-                    "type": "object",
-                    "properties": {
-                        "type": {"type": "string"},
-                        "message": {"type": "string"},
-                        "traceback": {"type": "string"},
-                    },
-                },
-            ]
-        },
-        "reason": {"type": ["string", "null"]},
-        "priority": {"type": "integer", "minimum": PRIORITIES[-1], "maximum": PRIORITIES[0]},
-        "result": {"description": "What the handler of a completed job returned (JSON)."},
-        "result_error": {
-            "type": ["string", "null"],
-            "description": "Why a completed job's return value was not stored.",
-        },
-        "deduplicated": {"type": "boolean"},
-        "task": {
-            "type": ["string", "null"],
-            "description": "The handler the job asks for, in a pool of several; null for any.",
-        },
-    },
-}
-
-
-_DEAD_SUMMARY: dict[str, Any] = {
-    "type": "object",
-    "description": "A dead letter without its payload, result or traceback (summary=true).",
-    "required": list(SUMMARY),
-    "additionalProperties": False,
-    "properties": {name: _RECORD["properties"].get(name, {}) for name in SUMMARY},
-}
-
-
-def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": schema}},
-        **extra,
-    }
-
-
-def _error(description: str) -> dict[str, Any]:
-    return _json({"$ref": "#/components/schemas/Error"}, description)
-
-
-_NEW_JOB: dict[str, Any] = {
-    "type": "object",
-    "required": ["payload"],
-    "additionalProperties": False,
-    "properties": {
-        "id": {
-            "type": ["string", "null"],
-            "minLength": 1,
-            "maxLength": MAX_ID_LENGTH,
-            "description": "The job's id, for idempotent ingest; null or absent for a fresh one.",
-        },
-        "payload": {"description": "Any JSON value."},
-        "delay": {
-            "type": ["number", "null"],
-            "minimum": 0,
-            "maximum": MAX_DELAY,
-            "description": "Seconds until the job is due: it is stored, scheduled, until then "
-            "(at most 100 years).",
-        },
-        "at": {
-            "type": ["string", "null"],
-            "format": "date-time",
-            "description": "When the job is due, ISO 8601 with its zone, at most 100 years "
-            "ahead; not with delay.",
-        },
-        "max_attempts": {
-            "type": ["integer", "null"],
-            "minimum": 1,
-            "description": "The attempts this job gets, over the workers' retry policy.",
-        },
-        "handler_timeout": {
-            "type": ["number", "null"],
-            "exclusiveMinimum": 0,
-            "maximum": MAX_DELAY,
-            "description": "Seconds one attempt of this job may run, over the workers' own.",
-        },
-        "task": {
-            "type": ["string", "null"],
-            "minLength": 1,
-            "maxLength": MAX_TASK_NAME,
-            "description": "Which handler runs the job, in a worker given several by name.",
-        },
-        "priority": {
-            "type": ["integer", "null"],
-            "minimum": PRIORITIES[-1],
-            "maximum": PRIORITIES[0],
-            "description": "The job's level: workers take the highest first (null or absent: 0).",
-        },
-    },
-}
-_CANCEL: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "cancel", "state"],
-    "properties": {
-        "id": {"type": "string"},
-        "cancel": {"enum": ["cancelled", "requested"]},
-        "state": {"type": "string"},
-        "message": {"type": "string"},
-    },
-}
-_ADMIN: dict[str, Any] = {
-    "401": _error("No admin token, or the wrong one."),
-    "403": _error("The service was started without an admin token: this is off."),
-}
-
-_READ: dict[str, Any] = {
-    "401": _error("The service has a token, and this read came without it (or another)."),
-}
-_NOT_JSON: dict[str, Any] = {
-    "415": _error("The body is not declared JSON: send Content-Type: application/json."),
-}
-_BAD_HOST = _error("The Host header names a host this service does not answer to (--allowed-host).")
-
-_UNAVAILABLE = _json(
-    {"$ref": "#/components/schemas/Error"},
-    "The backend cannot be reached, or the request took too long; nothing was stored. "
-    "Send it again after Retry-After seconds (with the same id, it is stored once).",
-    headers={"Retry-After": {"schema": {"type": "string"}}},
-)
 
 
 def openapi_document(max_body: int) -> dict[str, Any]:
@@ -229,19 +60,19 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "201": _json(
+                        "201": json_answer(
                             {"$ref": "#/components/schemas/Receipt"},
                             "Stored and scheduled (on the ready queue).",
                             headers={"Location": {"schema": {"type": "string"}}},
                         ),
-                        "202": _json(
+                        "202": json_answer(
                             {"$ref": "#/components/schemas/Receipt"},
                             "Stored but not on the ready queue (queued is false): the queue is "
                             "full, and it goes on as soon as room frees; or it was given a "
                             "delay or an at (scheduled is true), and goes on when due.",
                             headers={"Location": {"schema": {"type": "string"}}},
                         ),
-                        "200": _json(
+                        "200": json_answer(
                             {
                                 "anyOf": [
                                     {"$ref": "#/components/schemas/Record"},
@@ -252,12 +83,12 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "receipt to a client without the token of a service that has "
                             "one), deduplicated; nothing new was stored.",
                         ),
-                        "400": _error(
+                        "400": error_answer(
                             "Bad JSON, a bad id or payload, or a Host this service does not "
                             "answer to; the message says which."
                         ),
-                        **_NOT_JSON,
-                        "409": _json(
+                        **NOT_JSON,
+                        "409": json_answer(
                             {
                                 "allOf": [
                                     {"$ref": "#/components/schemas/Error"},
@@ -273,11 +104,11 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             },
                             "The id exists with another payload; the stored job is unchanged.",
                         ),
-                        "413": _error(
+                        "413": error_answer(
                             f"The body is over {max_body:,} bytes, or (too_large) the job "
                             "alone is larger than a queue in memory may hold (--max-memory)."
                         ),
-                        "503": _UNAVAILABLE,
+                        "503": UNAVAILABLE,
                     },
                 }
             },
@@ -305,7 +136,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "200": _json(
+                        "200": json_answer(
                             {
                                 "type": "object",
                                 "properties": {
@@ -325,13 +156,13 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "One result per job, in order, each with the status POST /jobs "
                             "would have answered.",
                         ),
-                        "400": _error(
+                        "400": error_answer(
                             "A bad job (its place is named), or a Host this service does not "
                             "answer to; nothing was stored."
                         ),
-                        **_NOT_JSON,
-                        "413": _error(f"The body is over {max_body:,} bytes."),
-                        "503": _UNAVAILABLE,
+                        **NOT_JSON,
+                        "413": error_answer(f"The body is over {max_body:,} bytes."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },
@@ -365,8 +196,8 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         },
                     ],
                     "responses": {
-                        **_READ,
-                        "200": _json(
+                        **READ,
+                        "200": json_answer(
                             {
                                 "type": "object",
                                 "required": ["dead", "next"],
@@ -376,7 +207,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                                         "items": {
                                             "anyOf": [
                                                 {"$ref": "#/components/schemas/Record"},
-                                                _DEAD_SUMMARY,
+                                                DEAD_SUMMARY,
                                             ]
                                         },
                                     },
@@ -389,20 +220,20 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             },
                             "A page of dead letters, whole or summed up.",
                         ),
-                        "400": _error(
+                        "400": error_answer(
                             "A limit, cursor or summary out of range (bad_page), or a Host "
                             "this service does not answer to; the message says which."
                         ),
-                        "503": _UNAVAILABLE,
+                        "503": UNAVAILABLE,
                     },
                 },
                 "delete": {
                     "summary": "Forget every dead letter (admin token)",
                     "security": [{"admin": []}],
                     "responses": {
-                        "200": _json({"type": "object"}, "How many were forgotten."),
-                        **_ADMIN,
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"type": "object"}, "How many were forgotten."),
+                        **ADMIN,
+                        "503": UNAVAILABLE,
                     },
                 },
             },
@@ -411,9 +242,9 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "summary": "Put every dead letter back (admin token)",
                     "security": [{"admin": []}],
                     "responses": {
-                        "200": _json({"type": "object"}, "The ids requeued."),
-                        **_ADMIN,
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"type": "object"}, "The ids requeued."),
+                        **ADMIN,
+                        "503": UNAVAILABLE,
                     },
                 }
             },
@@ -423,10 +254,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "security": [{"admin": []}],
                     "parameters": [job_id],
                     "responses": {
-                        "200": _json({"$ref": "#/components/schemas/Record"}, "As requeued."),
-                        **_ADMIN,
-                        "404": _error("Not a dead letter."),
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"$ref": "#/components/schemas/Record"}, "As requeued."),
+                        **ADMIN,
+                        "404": error_answer("Not a dead letter."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },
@@ -436,10 +267,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "security": [{"admin": []}],
                     "parameters": [job_id],
                     "responses": {
-                        "200": _json({"type": "object"}, "Forgotten."),
-                        **_ADMIN,
-                        "404": _error("Not a dead letter."),
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"type": "object"}, "Forgotten."),
+                        **ADMIN,
+                        "404": error_answer("Not a dead letter."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },
@@ -471,10 +302,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "security": [{}, {"admin": []}],
                     "parameters": [job_id],
                     "responses": {
-                        **_READ,
-                        "200": _json({"$ref": "#/components/schemas/Record"}, "The record."),
-                        "404": _error("Never enqueued, or finished and forgotten."),
-                        "503": _UNAVAILABLE,
+                        **READ,
+                        "200": json_answer({"$ref": "#/components/schemas/Record"}, "The record."),
+                        "404": error_answer("Never enqueued, or finished and forgotten."),
+                        "503": UNAVAILABLE,
                     },
                 },
                 "delete": {
@@ -482,16 +313,16 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     "security": [{"admin": []}],
                     "parameters": [job_id],
                     "responses": {
-                        "200": _json(_CANCEL, "It waited for a worker: cancelled now."),
-                        "202": _json(
-                            _CANCEL,
+                        "200": json_answer(CANCEL, "It waited for a worker: cancelled now."),
+                        "202": json_answer(
+                            CANCEL,
                             "A worker holds it: that worker stops it at its next lease "
                             "renewal, and its state becomes cancelled.",
                         ),
-                        **_ADMIN,
-                        "404": _error("Never enqueued, or finished and forgotten."),
-                        "409": _error("It has finished already: nothing was cancelled."),
-                        "503": _UNAVAILABLE,
+                        **ADMIN,
+                        "404": error_answer("Never enqueued, or finished and forgotten."),
+                        "409": error_answer("It has finished already: nothing was cancelled."),
+                        "503": UNAVAILABLE,
                     },
                 },
             },
@@ -499,38 +330,38 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                 "get": {
                     "summary": "Counters, gauges and latency percentiles",
                     "responses": {
-                        "200": _json({"type": "object"}, "The metrics snapshot."),
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"type": "object"}, "The metrics snapshot."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },
             "/healthz": {
                 "get": {
                     "summary": "The service is alive",
-                    "responses": {"200": _json({"type": "object"}, "Alive.")},
+                    "responses": {"200": json_answer({"type": "object"}, "Alive.")},
                 }
             },
             "/readyz": {
                 "get": {
                     "summary": "The backend answers",
                     "responses": {
-                        "200": _json({"type": "object"}, "Ready."),
-                        "503": _UNAVAILABLE,
+                        "200": json_answer({"type": "object"}, "Ready."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },
         },
         "components": {
             "schemas": {
-                "Error": _ERROR,
-                "Receipt": _RECEIPT,
-                "Record": _RECORD,
-                "NewJob": _NEW_JOB,
+                "Error": ERROR,
+                "Receipt": RECEIPT,
+                "Record": RECORD,
+                "NewJob": NEW_JOB,
             },
             "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
         },
     }
     for operations in document["paths"].values():  # any request may name the wrong host
         for operation in operations.values():
-            operation["responses"].setdefault("400", _BAD_HOST)
+            operation["responses"].setdefault("400", BAD_HOST)
     return document

@@ -30,12 +30,7 @@ from ..._exceptions import (
 from ..._payload import decode_payload
 from ..._records import ErrorInfo, JobRecord, JobState
 from ._probe import url_parts
-from ._url import (
-    check_url,
-    redacted,
-    scrubbed,
-    wants_cluster,
-)
+from ._url import check_url, redacted, scrubbed, wants_cluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -57,9 +57,7 @@ from ._glide_config import (
     server_said_no,
 )
 
-__all__ = [
-    "GlideConnection",
-]
+__all__ = ["GlideConnection"]
 
 
 _PROBE_EVERY: Final = 5.0  # seconds a probe's finding stands

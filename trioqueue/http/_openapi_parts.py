@@ -1,0 +1,225 @@
+"""The parts the HTTP service's OpenAPI document is made of: its schemas and common answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
+from .._util import MAX_DELAY
+from ._dead_page import SUMMARY
+
+__all__ = [
+    "ADMIN",
+    "BAD_HOST",
+    "CANCEL",
+    "DEAD_SUMMARY",
+    "ERROR",
+    "NEW_JOB",
+    "NOT_JSON",
+    "READ",
+    "RECEIPT",
+    "RECORD",
+    "UNAVAILABLE",
+    "error_answer",
+    "json_answer",
+]
+
+
+ERROR: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {
+        "error": {"type": "string", "description": "What kind of error, for programs."},
+        "message": {"type": "string", "description": "What happened and what to do."},
+    },
+}
+
+
+RECEIPT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "deduplicated", "queued"],
+    "properties": {
+        "id": {"type": "string"},
+        "deduplicated": {"type": "boolean"},
+        "queued": {"type": "boolean", "description": "On the ready queue now."},
+        "scheduled": {
+            "type": "boolean",
+            "description": "Stored until its due time (a delay or an at was given).",
+        },
+    },
+}
+
+
+RECORD: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "state", "queued", "attempts", "payload_hash", "created_at"],
+    "properties": {
+        "id": {"type": "string"},
+        "state": {
+            "enum": [
+                "received",
+                "scheduled",
+                "processing",
+                "completed",
+                "failed_retry",
+                "failed",
+                "dropped",
+                "cancelled",
+            ]
+        },
+        "queued": {"type": "boolean"},
+        "attempts": {"type": "integer", "minimum": 0},
+        "payload": {},
+        "payload_hash": {"type": "string"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "updated_at": {"type": "string", "format": "date-time"},
+        "due_at": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "When a scheduled job becomes ready; null for any other.",
+        },
+        "payload_raw": {
+            "type": "string",
+            "description": "Bytes another program stored that are not JSON (payload is null).",
+        },
+        "last_error": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string"},
+                        "message": {"type": "string"},
+                        "traceback": {"type": "string"},
+                    },
+                },
+            ]
+        },
+        "reason": {"type": ["string", "null"]},
+        "priority": {"type": "integer", "minimum": PRIORITIES[-1], "maximum": PRIORITIES[0]},
+        "result": {"description": "What the handler of a completed job returned (JSON)."},
+        "result_error": {
+            "type": ["string", "null"],
+            "description": "Why a completed job's return value was not stored.",
+        },
+        "deduplicated": {"type": "boolean"},
+        "task": {
+            "type": ["string", "null"],
+            "description": "The handler the job asks for, in a pool of several; null for any.",
+        },
+    },
+}
+
+
+DEAD_SUMMARY: dict[str, Any] = {
+    "type": "object",
+    "description": "A dead letter without its payload, result or traceback (summary=true).",
+    "required": list(SUMMARY),
+    "additionalProperties": False,
+    "properties": {name: RECORD["properties"].get(name, {}) for name in SUMMARY},
+}
+
+
+def json_answer(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+        **extra,
+    }
+
+
+def error_answer(description: str) -> dict[str, Any]:
+    return json_answer({"$ref": "#/components/schemas/Error"}, description)
+
+
+NEW_JOB: dict[str, Any] = {
+    "type": "object",
+    "required": ["payload"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_ID_LENGTH,
+            "description": "The job's id, for idempotent ingest; null or absent for a fresh one.",
+        },
+        "payload": {"description": "Any JSON value."},
+        "delay": {
+            "type": ["number", "null"],
+            "minimum": 0,
+            "maximum": MAX_DELAY,
+            "description": "Seconds until the job is due: it is stored, scheduled, until then "
+            "(at most 100 years).",
+        },
+        "at": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "When the job is due, ISO 8601 with its zone, at most 100 years "
+            "ahead; not with delay.",
+        },
+        "max_attempts": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "The attempts this job gets, over the workers' retry policy.",
+        },
+        "handler_timeout": {
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": MAX_DELAY,
+            "description": "Seconds one attempt of this job may run, over the workers' own.",
+        },
+        "task": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_TASK_NAME,
+            "description": "Which handler runs the job, in a worker given several by name.",
+        },
+        "priority": {
+            "type": ["integer", "null"],
+            "minimum": PRIORITIES[-1],
+            "maximum": PRIORITIES[0],
+            "description": "The job's level: workers take the highest first (null or absent: 0).",
+        },
+    },
+}
+
+
+CANCEL: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "cancel", "state"],
+    "properties": {
+        "id": {"type": "string"},
+        "cancel": {"enum": ["cancelled", "requested"]},
+        "state": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+
+
+ADMIN: dict[str, Any] = {
+    "401": error_answer("No admin token, or the wrong one."),
+    "403": error_answer("The service was started without an admin token: this is off."),
+}
+
+
+READ: dict[str, Any] = {
+    "401": error_answer("The service has a token, and this read came without it (or another)."),
+}
+
+
+NOT_JSON: dict[str, Any] = {
+    "415": error_answer("The body is not declared JSON: send Content-Type: application/json."),
+}
+
+
+BAD_HOST = error_answer(
+    "The Host header names a host this service does not answer to (--allowed-host)."
+)
+
+
+UNAVAILABLE = json_answer(
+    {"$ref": "#/components/schemas/Error"},
+    "The backend cannot be reached, or the request took too long; nothing was stored. "
+    "Send it again after Retry-After seconds (with the same id, it is stored once).",
+    headers={"Retry-After": {"schema": {"type": "string"}}},
+)
