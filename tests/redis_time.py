@@ -24,7 +24,7 @@ async def pass_time(backend: trioqueue.RedisBackend, clock: Any, seconds: float)
     At every quarter lease a worker touches the queue (a renewal of nothing), as a
     running pool's sweeper and renewals do: the jump is time passing on a live
     queue, not a silence in which nobody could reach Redis (after which expired
-    claims get one more lease; see ``touch`` in lua/prelude.lua).
+    claims get one more lease; see ``touch`` in lua/prelude/3-claims.lua).
     """
     step = backend.default_lease / 4
     while seconds > 0:

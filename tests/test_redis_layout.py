@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from .redis_server import RedisServer
 
-SLICE = 1000  # lua/prelude.lua: most elements one script call moves or examines
+SLICE = 1000  # lua/prelude/2-ready.lua: most elements one script call moves or examines
 RECOVERY_SLICE = 200  # lua/sweep.lua: most expired claims one sweep call recovers
 CLAIM_SLICE = 100  # lua/claim.lua: most jobs one claim call takes
 MARK = b"\x00"  # the first byte of a list element that names a job

@@ -60,13 +60,14 @@ class LuaScriptList(Directive):
     def run(self) -> list[object]:
         """Insert the list as reST."""
         lines: list[str] = []
-        for script in sorted(LUA.glob("*.lua")):
+        for script in [*sorted(LUA.glob("prelude/*.lua")), *sorted(LUA.glob("*.lua"))]:
             comment = []
             for line in script.read_text().splitlines():
                 if not line.startswith("--"):
                     break
                 comment.append(line.removeprefix("--").strip())
-            lines += [f"``{script.name}``", f"   {one_line(comment)}", ""]
+            name = script.relative_to(LUA).as_posix()
+            lines += [f"``{name}``", f"   {one_line(comment)}", ""]
         self.state_machine.insert_input(lines, "trioqueue-lua-scripts")
         return []
 

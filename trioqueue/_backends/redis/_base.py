@@ -272,7 +272,7 @@ class RedisBase:
         return self._gauges
 
     def _head(self) -> list[str | bytes | float]:
-        """The arguments every script takes first (see ``lua/prelude.lua``)."""
+        """The arguments every script takes first (see ``lua/prelude/1-queue.lua``)."""
         retention = self._retention
         capacity, mode, key_ttl = self._settings.script_args()
         return [

@@ -3,7 +3,7 @@
 A connection (`ConnectionBase`, made concrete per client in ``_glide.py``
 and ``_coredis.py``) runs the queue's scripts and the few plain commands
 the backend needs, with one meaning of errors on every client: every script gets
-the queue's keys and the shared head of arguments (see ``lua/prelude.lua``); a
+the queue's keys and the shared head of arguments (see ``lua/prelude/``); a
 reply that does not come within the I/O timeout, and any connection error,
 becomes `BackendUnavailable`, whose message never shows the password; a script
 refused by the server becomes `BackendRefused`. Also here: decoding a job's
@@ -164,8 +164,9 @@ def is_redirect(message: str) -> bool:
     return _REDIRECT.search(message) is not None  # a write refused for want of memory
 
 
-_KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)  # prelude.lua
-_SOURCE_REFUSAL: Final = re.compile(r"TRIOQUEUE_SOURCE:? (?P<source>\w+)")  # prelude.lua
+# the prelude's refusals (lua/prelude/1-queue.lua)
+_KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)
+_SOURCE_REFUSAL: Final = re.compile(r"TRIOQUEUE_SOURCE:? (?P<source>\w+)")
 
 
 WAIT_NEEDS_GLIDE: Final = (
@@ -320,7 +321,7 @@ class ConnectionBase(Generic[ClientT]):
                 "that has too: give the queue or the group another name"
             )
         found = _KEY_REFUSAL.search(message)
-        if found:  # refused before it wrote anything (see lua/prelude.lua)
+        if found:  # refused before it wrote anything (see lua/prelude/)
             return BackendRefused(
                 self.where,
                 f"Redis at {self.where} refused {name}: the key {found['detail']}. It was "

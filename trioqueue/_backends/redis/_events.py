@@ -1,7 +1,7 @@
 """One reader of a queue's events stream per backend, run by whichever waiter needs it.
 
 A job that someone waits for puts its id on the queue's events stream when it
-finishes (``lua/prelude.lua``'s ``ended``). `RedisBackend.finished` calls wait
+finishes (``lua/prelude/3-claims.lua``'s ``ended``). `RedisBackend.finished` calls wait
 here. One of them at a time reads the stream, in its own task, for all of them:
 it blocks on ``XREAD`` and hands each id to the waiters' inboxes (`Waiters`).
 When it has what it waited for, or is cancelled, it stops reading and wakes the

@@ -180,7 +180,7 @@ class RedisKeys:
         return self.levels[[p for p in PRIORITIES if p].index(priority)]
 
     def script_keys(self) -> list[str]:
-        """The keys every script gets, in the order of ``lua/prelude.lua``'s KEYS."""
+        """The keys every script gets, in the order of ``lua/prelude/1-queue.lua``'s KEYS."""
         return [
             self.ready,
             self.processing,

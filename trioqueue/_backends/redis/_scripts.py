@@ -89,9 +89,12 @@ keys are checked too whenever the queue has them. A script not named here checks
 
 
 def load_sources() -> dict[str, str]:
-    """Each script's full source: its flags, READ_ONLY and CHECKED, the prelude, the script."""
+    """Each script's full source: flags, READ_ONLY and CHECKED, the prelude's parts, the script."""
     folder = resources.files(__package__).joinpath("lua")
-    prelude = folder.joinpath("prelude.lua").read_text(encoding="utf-8")
+    parts = sorted(folder.joinpath("prelude").iterdir(), key=lambda part: part.name)
+    prelude = "\n".join(
+        part.read_text(encoding="utf-8") for part in parts if part.name.endswith(".lua")
+    )
     return {
         name: f"#!lua flags={FLAGS.get(name, '')}\n"
         + f"local READ_ONLY = {'true' if name in READ_ONLY else 'false'}\n"

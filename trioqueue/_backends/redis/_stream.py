@@ -46,7 +46,7 @@ class StreamSource:
     """Whether a finished job's entry is deleted (``XDEL``) as well as acknowledged."""
 
     def script_args(self) -> tuple[str, str, str, str]:
-        """The head arguments the scripts take for a stream (see ``lua/prelude.lua``)."""
+        """The head arguments the scripts take for a stream (see ``lua/prelude/1-queue.lua``)."""
         return self.group, self.consumer, self.start, "1" if self.delete_done else ""
 
 
