@@ -6,14 +6,15 @@ Each prints a line per job to standard output, which the tests read.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import trio
 
+import trioqueue
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    import trioqueue
 
 
 async def record(job: trioqueue.Job) -> None:
@@ -87,3 +88,16 @@ async def whisper(job: trioqueue.Job) -> None:
 
 tasks = {"shout": shout, "whisper": whisper}
 """A table of handlers for one worker: each job runs with the one its task names."""
+
+
+def whisper_in_a_thread(job: trioqueue.Job) -> None:
+    where = "thread" if threading.current_thread() is not threading.main_thread() else "loop"
+    print("whisper", job.id, flush=True)
+    print("whispered in a", where, flush=True)
+
+
+task_list = [
+    trioqueue.Task("shout", shout, max_attempts=2),
+    trioqueue.Task("whisper", whisper_in_a_thread, run_sync=True),
+]
+"""The same tasks as a list of `trioqueue.Task`, one of them a plain function in a thread."""

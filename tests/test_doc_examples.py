@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
 ON_MEMORY = ["first_queue", "retries", "shutdown", "ingest_service", "worker_shutdown"]
+THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]
 ON_CLUSTER = ["cluster"]
 HANDLERS = ["images", "mail"]  # what a worker imports; run by the tests beside them
@@ -59,7 +60,7 @@ def shown_output(name: str) -> str:
 
 def test_every_example_is_run_here_and_shown_by_a_page():
     files = {path.stem for path in EXAMPLES.glob("*.py")}
-    assert files == set(ON_MEMORY + ON_REDIS + ON_CLUSTER + HANDLERS + EXAMPLE_TESTS)
+    assert files == set(ON_MEMORY + THREADED + ON_REDIS + ON_CLUSTER + HANDLERS + EXAMPLE_TESTS)
     pages = "".join(path.read_text() for path in (EXAMPLES.parent).rglob("*.md"))
     readme = [f"readme/{path.name}" for path in (EXAMPLES / "readme").glob("*.py")]
     assert len(readme) == 7  # run by test_readme.py
@@ -141,6 +142,12 @@ def test_the_alerting_rules_name_only_metrics_a_worker_serves():
 @pytest.mark.parametrize("name", ON_MEMORY)
 def test_a_memory_example_prints_what_its_page_shows(name, capsys):
     trio.run(load(name).main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert capsys.readouterr().out == shown_output(name)
+
+
+@pytest.mark.parametrize("name", THREADED)
+def test_a_threaded_example_prints_what_its_page_shows(name, capsys):
+    trio.run(load(name).main)
     assert capsys.readouterr().out == shown_output(name)
 
 

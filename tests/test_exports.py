@@ -28,6 +28,7 @@ EXPECTED = {
     "ErrorInfo",
     "Gauges",
     "Handler",
+    "Handlers",
     "HistogramSnapshot",
     "IdempotencyConflict",
     "InvalidTransition",
@@ -64,6 +65,7 @@ EXPECTED = {
     "Scheduler",
     "ShutdownReport",
     "SweepReport",
+    "Task",
     "TrioqueueError",
     "UnknownTask",
     "WorkerPool",
@@ -73,11 +75,12 @@ EXPECTED = {
     "open_scheduler",
     "open_worker_pool",
     "reply_id",
+    "task",
 }
 
 # Exported names that are type aliases: they cannot carry a runtime docstring or
 # module, so they must be documented in the source (a string right after the alias).
-TYPE_ALIASES = {"AddResult", "Handler"}
+TYPE_ALIASES = {"AddResult", "Handler", "Handlers"}
 CONSTANTS = {"PLACES", "PRIORITIES"}  # documented where assigned, as the type aliases are
 
 PUBLIC = sorted(trioqueue.__all__)

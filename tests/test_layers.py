@@ -68,6 +68,8 @@ TIERS = {
     "_queue": 4,
     "_queue_reads": 4,
     "_job_input": 2,
+    "_job_checks": 1,
+    "_task": 2,
     "_result_errors": 2,
     "_scheduler": 4,
     "_pool._maintenance": 4,

@@ -49,6 +49,7 @@ from ._payload import PRIORITIES as PRIORITIES
 from ._payload import reply_id as reply_id
 from ._pool._config import ShutdownReport as ShutdownReport
 from ._pool._handlers import Handler as Handler
+from ._pool._handlers import Handlers as Handlers
 from ._pool._handlers import dispatch as dispatch
 from ._pool._lifecycle import open_worker_pool as open_worker_pool
 from ._pool._worker_pool import WorkerPool as WorkerPool
@@ -68,6 +69,8 @@ from ._schedule import MissedTicks as MissedTicks
 from ._schedule import Schedule as Schedule
 from ._scheduler import Scheduler as Scheduler
 from ._scheduler import open_scheduler as open_scheduler
+from ._task import Task as Task
+from ._task import task as task
 from ._util import fixup_module_metadata
 
 __version__ = "0.1.0.dev0"
@@ -88,6 +91,7 @@ __all__ = [
     "ErrorInfo",
     "Gauges",
     "Handler",
+    "Handlers",
     "HistogramSnapshot",
     "IdempotencyConflict",
     "InvalidTransition",
@@ -123,6 +127,7 @@ __all__ = [
     "ShutdownReport",
     "StreamSource",
     "SweepReport",
+    "Task",
     "TrioqueueError",
     "UnknownTask",
     "WorkerPool",
@@ -132,6 +137,7 @@ __all__ = [
     "open_scheduler",
     "open_worker_pool",
     "reply_id",
+    "task",
 ]
 
 fixup_module_metadata(__name__, globals())

@@ -12,15 +12,15 @@ import time
 from typing import Any, TypeAlias, TypedDict
 
 from ._backend_values import NewJob
+from ._job_checks import check_attempts_and_timeout, check_priority, check_task
 from ._payload import (
     MAX_ID_LENGTH,
     MAX_PAYLOAD,
-    MAX_TASK_NAME,
-    PRIORITIES,
     canonical_json,
     new_job_id,
     payload_hash,
 )
+from ._task import Task
 from ._util import MAX_DELAY
 
 __all__ = ["Delay", "JobOptions", "due_time", "known_options", "prepare"]
@@ -36,8 +36,8 @@ class JobOptions(TypedDict, total=False):
     at: datetime.datetime | None
     max_attempts: int | None
     handler_timeout: float | None
-    task: str | None
-    priority: int
+    task: str | Task | None
+    priority: int | None
 
 
 def due_time(
@@ -99,14 +99,24 @@ def prepare(
     at: datetime.datetime | None = None,
     max_attempts: int | None = None,
     handler_timeout: float | None = None,
-    task: str | None = None,
-    priority: int = 0,
+    task: str | Task | None = None,
+    priority: int | None = None,
 ) -> NewJob:
-    """Check and encode a job on its way in; raise TypeError or ValueError on bad input."""
+    """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
+
+    A `Task` given as *task* names the job's task, and gives its *priority* when
+    the call gives none.
+    """
     seconds, epoch = due_time(delay, at)
-    _check_options(max_attempts, handler_timeout)
-    _check_task(task)
-    _check_priority(priority)
+    if isinstance(task, Task):
+        if priority is None:
+            priority = task.priority
+        task = task.name
+    if priority is None:
+        priority = 0
+    check_attempts_and_timeout(max_attempts, handler_timeout)
+    check_task(task)
+    check_priority(priority)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -154,53 +164,8 @@ def known_options(options: JobOptions) -> JobOptions:
 
 def check_options(max_attempts: Any, handler_timeout: Any, task: Any) -> None:
     """Check a job's own options as `prepare` does; raise TypeError or ValueError."""
-    _check_options(max_attempts, handler_timeout)
-    _check_task(task)
-
-
-def _check_task(task: str | None) -> None:
-    """Check a job's task name; raise TypeError or ValueError."""
-    if task is None:
-        return
-    if not isinstance(task, str):
-        raise TypeError(f"task= takes the name of a handler (a str), not {type(task).__name__}")
-    if not 1 <= len(task) <= MAX_TASK_NAME or not task.isprintable():
-        raise ValueError(
-            f"task={task!r}: name the handler in 1 to {MAX_TASK_NAME} printable characters"
-        )
-
-
-def _check_priority(priority: int) -> None:
-    """Check a job's priority level; raise TypeError or ValueError."""
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(
-            f"priority= takes a whole number from {PRIORITIES[-1]} to {PRIORITIES[0]}, "
-            f"not {type(priority).__name__}"
-        )
-    if priority not in PRIORITIES:
-        raise ValueError(
-            f"priority={priority!r}: a job's level is a whole number from {PRIORITIES[-1]} "
-            f"to {PRIORITIES[0]} (higher runs first; 0 is the default)"
-        )
-
-
-def _check_options(max_attempts: int | None, timeout: float | None) -> None:
-    """Check a job's own attempts and timeout; raise TypeError or ValueError."""
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
-    ):
-        raise TypeError(f"max_attempts= takes a whole number, not {type(max_attempts).__name__}")
-    if max_attempts is not None and max_attempts < 1:
-        raise ValueError(f"max_attempts={max_attempts!r}: a job gets at least one attempt")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
-        raise TypeError(
-            f"handler_timeout= takes seconds (an int or a float), not {type(timeout).__name__}"
-        )
-    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= MAX_DELAY):
-        raise ValueError(
-            f"handler_timeout={timeout!r}: give the seconds one attempt may run, more than 0 "
-            "and at most 100 years, or None for the pool's own"
-        )
+    check_attempts_and_timeout(max_attempts, handler_timeout)
+    check_task(task)
 
 
 def _is_unicode_text(text: str) -> bool:

@@ -97,9 +97,10 @@ class Queue(QueueReads):
                 *handler_timeout*; stored with the job. None: the pool's.
             task: Which handler runs the job, in a pool given several by name
                 (``open_worker_pool(backend, {"send_email": send_email, ...})``);
-                a pool with one handler runs every job with it.
+                a pool with one handler runs every job with it. A `Task` names its
+                task, and gives the job its *priority* unless the call gives one.
             priority: The job's level, a whole number from -2 to 2 (`PRIORITIES`;
-                0 by default): a claim takes the highest level that holds a job,
+                its `Task`'s, else 0): a claim takes the highest level that holds a job,
                 first in first out within a level. Strict: lower levels wait while
                 higher ones have jobs. Capacity counts every level together.
                 Stored with the job; a stream source takes none but 0.

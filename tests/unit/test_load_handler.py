@@ -74,3 +74,43 @@ def test_a_multi_line_error_is_told_on_one_line(module_dir: Path) -> None:
     name = write_module(module_dir, "raise RuntimeError('first\\nsecond')\n")
     message = refusal(f"{name}:run")
     assert f"raised RuntimeError at {name}.py, line 1: first second; fix it" in message
+
+
+_TASKS_MODULE = """
+import trioqueue
+
+async def run(job): ...
+def block(job): ...
+
+listed = [trioqueue.Task("a", run), trioqueue.Task("b", block, run_sync=True)]
+one = trioqueue.Task("a", run, max_attempts=2)
+table = {"a": run, "b": trioqueue.Task("b", block, run_sync=True)}
+misfiled = {"mail": trioqueue.Task("send", run)}
+twice = [trioqueue.Task("a", run), trioqueue.Task("a", run)]
+mixed = [trioqueue.Task("a", run), run]
+plain_in_table = {"a": block}
+"""
+
+
+@pytest.mark.parametrize("name", ["listed", "one", "table"])
+def test_tasks_a_list_of_them_or_a_table_holding_them_load(module_dir: Path, name: str) -> None:
+    module = write_module(module_dir, _TASKS_MODULE)
+    assert load_handler(f"{module}:{name}") is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("misfiled", "the task 'send' is filed under 'mail'"),
+        ("twice", "two tasks named 'a'"),
+        ("mixed", "a list holds Tasks, not function"),
+        ("plain_in_table", "run_sync=True"),
+    ],
+)
+def test_tasks_a_pool_cannot_run_are_refused_by_name(
+    module_dir: Path, name: str, words: str
+) -> None:
+    module = write_module(module_dir, _TASKS_MODULE)
+    message = refusal(f"{module}:{name}")
+    assert message.startswith(f"{module}:{name} cannot be run: ")
+    assert words in message

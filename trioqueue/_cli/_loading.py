@@ -9,23 +9,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from .._pool._handlers import is_handler
+from .._exceptions import ConfigurationError
+from .._pool._handlers import Tasks, is_handler
+from .._task import Task
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
-    from .._pool._handlers import Handler
+    from .._pool._handlers import Handlers
 from ._types import UsageError
 
-__all__ = ["load_handler", "load_lifespan"]
+__all__ = ["checked_handlers", "is_runnable", "load_handler", "load_lifespan"]
 
 
-def load_handler(spec: str) -> Handler | Mapping[str, Handler]:
-    """Import ``MODULE:HANDLER`` (the current directory last on the path) and check it is async.
+def load_handler(spec: str) -> Handlers:
+    """Import ``MODULE:HANDLER`` (the current directory last on the path) and check it.
 
-    HANDLER may also name a dict of task names to async functions: a worker for
-    several tasks (`trioqueue.dispatch`).
+    HANDLER names an async function, a `Task`, a list of tasks, or a dict of task
+    names to async functions or tasks: a worker for several tasks.
 
     The current directory goes at the end of ``sys.path``, so a file there can
     hold the handler but never shadows a module installed under the same name
@@ -33,27 +35,32 @@ def load_handler(spec: str) -> Handler | Mapping[str, Handler]:
 
     Raises:
         UsageError: The spec is malformed, the module or name is missing, or the
-            handler is not an ``async def``; the message says which.
+            handler is not an ``async def`` (nor tasks); the message says which.
     """
     target = _load(spec)
-    if isinstance(target, Mapping) and target:
-        wrong = [
-            name for name, h in target.items() if not isinstance(name, str) or not is_handler(h)
-        ]
-        if wrong:
-            raise UsageError(
-                f"{spec} is a table of handlers, but {wrong[0]!r} does not name an async "
-                "function; map each task name to an `async def handler(job)`"
-            )
-        return cast("Mapping[str, Handler]", target)
-    if not is_handler(target):
+    if not is_runnable(target):
         attr = spec.partition(":")[2]
         hint = " (or, if it is a lifespan yielding the handler, add --lifespan)"
         raise UsageError(
             f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
             + (hint if callable(target) else "")
         )
-    return cast("Handler", target)
+    return checked_handlers(target, spec)
+
+
+def is_runnable(target: object) -> bool:
+    """Whether *target* is shaped like what a pool runs (`checked_handlers` checks it all)."""
+    return isinstance(target, Mapping | list | tuple | Task) or is_handler(target)
+
+
+def checked_handlers(target: object, spec: str) -> Handlers:
+    """*target* if a pool can run it (a handler, tasks, a table); else UsageError naming *spec*."""
+    try:
+        Tasks(cast("Handlers", target))
+    except (TypeError, ConfigurationError) as exc:
+        what = str(exc).removeprefix("open_worker_pool: ")
+        raise UsageError(f"{spec} cannot be run: {what}") from None
+    return cast("Handlers", target)
 
 
 def load_lifespan(spec: str) -> Callable[[], AbstractAsyncContextManager[object]]:

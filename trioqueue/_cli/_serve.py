@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import argparse
 
     from .._backend import Backend
-    from .._pool._handlers import Handler
+    from .._pool._handlers import Handlers
     from .._pool._worker_pool import WorkerPool
     from ..http._limits import Limits
 
@@ -177,7 +177,7 @@ def _host_names(bind_host: str, given: list[str]) -> list[str]:
 
 async def _run_pool(
     backend: Backend,
-    handler: Handler,
+    handler: Handlers,
     args: argparse.Namespace,
     task_status: trio.TaskStatus[WorkerPool],
 ) -> None:

@@ -24,20 +24,18 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from .._backends.redis._url import CredentialsRefused, redacted
 from .._cron_file import load_schedules
 from .._exceptions import BackendUnavailable, ConfigurationError
-from .._pool._handlers import dispatch, is_handler
 from .._pool._lifecycle import open_worker_pool
 from .._queue import Queue
 from .._retry import RetryPolicy
 from .._scheduler import open_scheduler
-from ._loading import load_handler, load_lifespan
+from ._loading import checked_handlers, is_runnable, load_handler, load_lifespan
 from ._redis_args import redis_backend
 from ._types import UsageError
 
@@ -49,7 +47,7 @@ if TYPE_CHECKING:
     from .._backends.redis._backend import RedisBackend
     from .._backends.redis._sharded import ShardedBackend
     from .._pool._config import ShutdownReport
-    from .._pool._handlers import Handler
+    from .._pool._handlers import Handlers
     from .._pool._worker_pool import WorkerPool
     from .._schedule import Schedule
 
@@ -98,7 +96,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         handler = load_handler(args.handler)
 
         @contextlib.asynccontextmanager
-        async def lifespan() -> AsyncIterator[Handler | Mapping[str, Handler]]:
+        async def lifespan() -> AsyncIterator[Handlers]:
             yield handler
 
     if args.max_delay < args.base_delay:  # refused before anything starts
@@ -161,22 +159,20 @@ async def run_worker(args: argparse.Namespace) -> int:
 @contextlib.asynccontextmanager
 async def _handler_from(
     lifespan: Callable[[], AbstractAsyncContextManager[object]], spec: str
-) -> AsyncIterator[Handler]:
-    """Enter *lifespan* and check that it yields a handler; leave it when done."""
+) -> AsyncIterator[Handlers]:
+    """Enter *lifespan* and check that it yields what a pool runs; leave it when done."""
     async with lifespan() as handler:
-        if isinstance(handler, Mapping) and handler:
-            handler = dispatch(handler)  # a table of task names to handlers
-        if not is_handler(handler):
+        if not is_runnable(handler):
             raise UsageError(
                 f"the lifespan {spec} yielded {handler!r}, not a handler: yield the async "
-                "function that runs each job"
+                "function that runs each job (or its tasks)"
             )
-        yield cast("Handler", handler)
+        yield checked_handlers(handler, f"what the lifespan {spec} yielded")
 
 
 async def _serve(
     backend: RedisBackend | ShardedBackend,
-    handler: Handler,
+    handler: Handlers,
     retry: RetryPolicy,
     schedules: list[Schedule],
     args: argparse.Namespace,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -16,9 +15,11 @@ from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from .._backend import Backend
     from .._queue import Queue
-from ._handlers import Handler, check_handler, dispatch
+from ._handlers import Handlers, Tasks
 from ._worker_pool import WorkerPool
 
 __all__ = ["open_worker_pool"]
@@ -33,7 +34,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 @asynccontextmanager
 async def open_worker_pool(
     backend: Backend,
-    handler: Handler | Mapping[str, Handler],
+    handler: Handlers,
     *,
     workers: int = 4,
     retry: RetryPolicy | None = None,
@@ -77,7 +78,10 @@ async def open_worker_pool(
         handler: ``async def handler(job: Job) -> object``; or several by task
             name, ``{"send_email": send_email, "resize": resize}``: each job runs
             with the one its task names (``enqueue(..., task="resize")``; see
-            `dispatch` for a job whose task the pool does not know).
+            `dispatch` for a job whose task the pool does not know). A `Task`, a
+            list of them, or a table holding them, also gives each task its own
+            defaults (attempts, timeout) and may run a blocking function in a
+            thread.
         workers: Handlers running at most at once.
         retry: Attempts and backoff; `RetryPolicy()` by default.
         handler_timeout: Seconds an attempt may run before it is cancelled and
@@ -114,11 +118,9 @@ async def open_worker_pool(
             seconds; its message says for how long, and its ``detail`` is the
             cause of the last failure.
         ConfigurationError: A setting is out of range; the message names it.
-        TypeError: *handler* is not an async function.
+        TypeError: *handler* is not an async function (nor a `Task`).
     """
-    if isinstance(handler, Mapping):
-        handler = dispatch(handler)
-    check_handler(handler)
+    tasks = Tasks(handler)
     config = PoolConfig(
         workers=workers,
         retry=RetryPolicy() if retry is None else retry,
@@ -134,7 +136,7 @@ async def open_worker_pool(
     check_number("give_up_after", give_up_after, minimum=0, allow_none=True)
     # a generator of its own: outages leave the retry jitter of a seeded run as it was
     outage = OutageTracker(backend.metrics, random.Random(seed), give_up_after)
-    pool = WorkerPool(backend, handler, config, random.Random(seed), reply_to, outage)
+    pool = WorkerPool(backend, tasks, config, random.Random(seed), reply_to, outage)
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

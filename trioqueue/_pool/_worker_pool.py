@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .._metrics import Metrics
     from .._queue import Queue
     from .._records import Job
-    from ._handlers import Handler
+    from ._handlers import Chosen, Tasks
 
 __all__ = ["WorkerPool", "logger"]
 
@@ -60,7 +60,7 @@ class WorkerPool:
     def __init__(
         self,
         backend: Backend,
-        handler: Handler,
+        tasks: Tasks,
         config: PoolConfig,
         rng: random.Random,
         reply_to: Queue | None = None,
@@ -68,7 +68,8 @@ class WorkerPool:
     ) -> None:
         self._backend = backend
         self._outage = OutageTracker(backend.metrics) if outage is None else outage
-        self._handler = handler
+        self._tasks = tasks
+        self._threads = trio.CapacityLimiter(config.workers)  # for run_sync tasks
         self._reply_to = reply_to
         self._config = config
         self._rng = rng
@@ -300,15 +301,15 @@ class WorkerPool:
         self._books.unsettled.add(claim.token)
         started = trio.current_time()
         ended = False
-        # the job's own options, stored by its producer, come before the pool's
-        limit = self._config.handler_timeout if job.handler_timeout is None else job.handler_timeout
+        chosen = self._tasks.choose(job, self._config.handler_timeout)
+        limit = chosen.handler_timeout
         value: object = None
         try:
             if limit is None:
-                value = await self._run_handler(job)
+                value = await self._run_handler(chosen, job)
             else:
                 with trio.move_on_after(limit) as timer:
-                    value = await self._run_handler(job)
+                    value = await self._run_handler(chosen, job)
                 if timer.cancelled_caught:
                     error = TimeoutError(f"the handler ran longer than handler_timeout={limit}s")
             ended = True
@@ -337,8 +338,8 @@ class WorkerPool:
             self._finished_in_grace += 1
         metrics.handler_time.observe(trio.current_time() - started)
         policy = self._config.retry
-        if job.max_attempts is not None:
-            policy = attrs.evolve(policy, max_attempts=job.max_attempts)
+        if chosen.max_attempts is not None:
+            policy = attrs.evolve(policy, max_attempts=chosen.max_attempts)
         outcome = decide(error, job.attempt, policy, self._rng)
         if isinstance(outcome, Ack) and value is not None:
             outcome = self._stored(job, value)
@@ -359,12 +360,12 @@ class WorkerPool:
             logger.warning("job %s completed; its result is not stored: %s", job.id, problem)
         return Ack(result=result, result_error=problem)
 
-    async def _run_handler(self, job: Job) -> object:
+    async def _run_handler(self, chosen: Chosen, job: Job) -> object:
         """One attempt: the handler, then its reply (if any) published before the ack.
 
         Returns what the handler returned.
         """
-        result = await self._handler(job)
+        result = await chosen.run(job, self._threads)
         if result is None or self._reply_to is None:
             return result
         try:
