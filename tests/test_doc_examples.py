@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from .redis_server import RedisServer
 
 EXAMPLES = Path(__file__).parent.parent / "docs" / "examples"
-ON_MEMORY = ["first_queue", "retries", "shutdown", "ingest_service", "worker_shutdown"]
+ON_MEMORY = [
+    "first_queue",
+    "retries",
+    "shutdown",
+    "ingest_service",
+    "worker_shutdown",
+    "typed_payloads",
+]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]
 ON_CLUSTER = ["cluster"]

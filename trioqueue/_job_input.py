@@ -104,11 +104,12 @@ def prepare(
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
 
-    A `Task` given as *task* names the job's task, and gives its *priority* when
-    the call gives none.
+    A `Task` given as *task* names the job's task, checks the payload against its
+    *payload_type*, and gives its *priority* when the call gives none.
     """
     seconds, epoch = due_time(delay, at)
     if isinstance(task, Task):
+        payload = task.stored_payload(payload)
         if priority is None:
             priority = task.priority
         task = task.name

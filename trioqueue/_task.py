@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
+from ._exceptions import ConfigurationError
 from ._job_checks import check_attempts_and_timeout, check_priority, check_task
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
 
     from ._records import Job
 
@@ -40,6 +42,15 @@ def _check(instance: Task) -> None:
             f"Task({instance.name!r}, run_sync=True): the handler is an async function, "
             "and an async function runs on the event loop; leave run_sync out"
         )
+    if instance.payload_type is not None:
+        try:
+            _msgspec().inspect.type_info(instance.payload_type)
+        except TypeError as exc:
+            raise TypeError(
+                f"Task({instance.name!r}, payload_type={instance.payload_type!r}): msgspec "
+                f"cannot check payloads against it ({exc}); give an attrs class, a dataclass, "
+                "a TypedDict, a msgspec Struct or a plain type"
+            ) from None
     if not instance.run_sync and not is_handler(instance.handler):
         raise TypeError(
             f"Task({instance.name!r}): the handler is a plain function; make it "
@@ -72,6 +83,13 @@ class Task:
             None: the pool's.
         priority: The level (`PRIORITIES`) a producer gives a job of this task
             when it names no *priority*; None: 0.
+        payload_type: The type of this task's payloads (an attrs class, a
+            dataclass, a `typing.TypedDict`, a msgspec ``Struct``, or any type
+            msgspec converts to and from JSON): an ``enqueue(..., task=...)`` given
+            the task checks the payload against it (raising `ValueError` and
+            storing nothing when it does not fit) and takes an instance of it as
+            well as its fields; the handler gets `Job.payload` as an instance.
+            Needs msgspec (``pip install 'trioqueue[typed]'``).
         run_sync: Run a plain (blocking) function in a worker thread, at most the
             pool's *workers* at once. Trio cannot interrupt a thread: a timeout, a
             cancelled job or a shutdown's end of grace reaches it only where it calls
@@ -91,9 +109,70 @@ class Task:
     handler_timeout: float | None = attrs.field(default=None, kw_only=True)
     priority: int | None = attrs.field(default=None, kw_only=True)
     run_sync: bool = attrs.field(default=False, kw_only=True)
+    payload_type: Any = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         _check(self)
+
+    def stored_payload(self, payload: Any) -> Any:
+        """*payload* as JSON values, checked against *payload_type* (if any).
+
+        Raises:
+            ValueError: It does not fit *payload_type*; the message says where.
+        """
+        if self.payload_type is None:
+            return payload
+        msgspec = _msgspec()
+        try:
+            if not _is_instance(payload, self.payload_type):
+                payload = msgspec.convert(payload, self.payload_type)
+            return msgspec.to_builtins(payload)
+        except (msgspec.ValidationError, TypeError) as exc:
+            raise ValueError(
+                f"the payload does not fit the payload_type of task {self.name!r} "
+                f"({_type_name(self.payload_type)}): {exc}; nothing was stored"
+            ) from None
+
+    def typed_payload(self, job: Job) -> Any:
+        """*job*'s payload as an instance of *payload_type* (as it is, without one).
+
+        Raises:
+            ValueError: It does not fit; the message names the job and says where.
+        """
+        if self.payload_type is None:
+            return job.payload
+        msgspec = _msgspec()
+        try:
+            return msgspec.convert(job.payload, self.payload_type)
+        except msgspec.ValidationError as exc:
+            raise ValueError(
+                f"job {job.id}'s payload does not fit the payload_type of task {self.name!r} "
+                f"({_type_name(self.payload_type)}): {exc}; enqueue it with task= the Task "
+                "itself so it is checked at once, fix it, and requeue the dead letter"
+            ) from None
+
+
+def _msgspec() -> ModuleType:
+    """msgspec, imported when a task first needs it."""
+    try:
+        import msgspec
+    except ImportError:
+        raise ConfigurationError(
+            "a Task's payload_type needs msgspec: pip install 'trioqueue[typed]'"
+        ) from None
+    return msgspec
+
+
+def _is_instance(payload: object, payload_type: object) -> bool:
+    """Whether *payload* is already an instance of *payload_type* (False for a TypedDict)."""
+    try:
+        return isinstance(payload_type, type) and isinstance(payload, payload_type)
+    except TypeError:  # a TypedDict or a generic alias: only its fields are instances
+        return False
+
+
+def _type_name(payload_type: object) -> str:
+    return getattr(payload_type, "__qualname__", repr(payload_type))
 
 
 def task(
@@ -103,6 +182,7 @@ def task(
     handler_timeout: float | None = None,
     priority: int | None = None,
     run_sync: bool = False,
+    payload_type: Any = None,
 ) -> Callable[[Callable[[Job], Any]], Task]:
     """Make the decorated function a `Task`, named after it unless *name* is given.
 
@@ -122,6 +202,7 @@ def task(
             handler_timeout=handler_timeout,
             priority=priority,
             run_sync=run_sync,
+            payload_type=payload_type,
         )
 
     return make

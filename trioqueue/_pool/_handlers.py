@@ -55,6 +55,8 @@ class Chosen:
         """Run the handler on *job* (a *run_sync* one in a thread of *threads*)."""
         if isinstance(self.task, UnknownTask):
             raise self.task
+        if self.task.payload_type is not None:
+            job = attrs.evolve(job, payload=self.task.typed_payload(job))
         if self.task.run_sync:
             # not abandoned on cancel: the thread's work ends before the job is let go
             return await trio.to_thread.run_sync(self.task.handler, job, limiter=threads)
@@ -172,8 +174,9 @@ def dispatch(handlers: Mapping[str, Handler | Task] | Sequence[Task]) -> Handler
     that names it, to requeue once a worker has the handler.
 
     A pool given the table itself (``open_worker_pool(backend, handlers)``) also
-    applies each `Task`'s defaults; through `dispatch` only its handler is
-    used (a *run_sync* one in a thread).
+    applies each `Task`'s attempts and timeout; through `dispatch` a task's
+    handler runs (a *run_sync* one in a thread) with its typed payload, and the
+    settings are the pool's.
 
     Raises:
         TypeError: A handler is not an async function, or a name is not a str.
@@ -182,12 +185,8 @@ def dispatch(handlers: Mapping[str, Handler | Task] | Sequence[Task]) -> Handler
     tasks = Tasks(handlers)
 
     async def run(job: Job) -> object:
-        found = tasks.find(job)
-        if isinstance(found, UnknownTask):
-            raise found
-        if found.run_sync:
-            return await trio.to_thread.run_sync(found.handler, job)
-        return await found.handler(job)
+        threads = trio.to_thread.current_default_thread_limiter()
+        return await tasks.choose(job, None).run(job, threads)
 
     return run
 
