@@ -1064,12 +1064,34 @@ def test_queue_show_and_configure_read_and_change_the_settings(target):
     assert changed.stdout == f"{target.queue}: capacity=2 -> 3\n"
     assert "follow the new settings at once" in changed.stderr
     as_json = json.loads(target.run("queue", "show", "--json").stdout)
-    assert as_json == {"capacity": 3, "reliable": True, "key_ttl": None}
+    assert as_json == {"capacity": 3, "reliable": True, "key_ttl": None, "paused": False}
     refused = target.run("queue", "configure", "--mode", "simple")
     assert refused.returncode == 2
     assert "holds 1 waiting and 0 claimed jobs" in refused.stderr
     assert "let the workers drain it" in refused.stderr
     assert json.loads(target.run("queue", "show", "--json").stdout)["reliable"] is True
+
+
+def test_queue_pause_stops_a_running_worker_claiming_and_resume_lets_it_go_on(target, workers):
+    worker = Worker(target, "cli_handlers:record")
+    workers.append(worker)
+    target.enqueue_lines(1)
+    assert worker.wait_for(worker.out, "ran") == ["ran j0"]
+    paused = target.run("queue", "pause")
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.startswith(f"{target.queue}: paused: workers finish the jobs they hold")
+    assert (
+        target.run("queue", "show").stdout == "capacity=1000, mode=reliable, key_ttl=None, paused\n"
+    )
+    result = target.run("enqueue", "--id", "later", '{"n": 9}')
+    assert result.returncode == 0, result.stderr
+    # the command line's plumbing; tests/contract/test_pause.py shows it stays unclaimed
+    assert held(target.stats())["ready"] == 1
+    resumed = target.run("queue", "resume", "--json")
+    assert (resumed.returncode, resumed.stdout) == (0, '{"paused": false}\n')
+    assert worker.wait_for(worker.out, "ran") == ["ran later"]
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_status() == 0
 
 
 @pytest.mark.parametrize(
@@ -1079,6 +1101,8 @@ def test_queue_show_and_configure_read_and_change_the_settings(target):
         (["configure", "--capacity", "5"], 1, "does not exist yet"),
         (["configure"], 2, "nothing to change: give --capacity N"),
         (["show", "--capacity", "5"], 2, "use `queue configure`"),
+        (["pause", "--capacity", "5"], 2, "`queue pause` takes no settings"),
+        (["pause"], 1, "does not exist yet"),
         (["configure", "--key-ttl", "5", "--no-key-ttl"], 2, "not allowed with argument"),
     ],
 )

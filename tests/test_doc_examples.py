@@ -43,6 +43,7 @@ ON_MEMORY = [
     "ingest_service",
     "worker_shutdown",
     "typed_payloads",
+    "pause",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]

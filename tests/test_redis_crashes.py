@@ -267,3 +267,34 @@ async def test_dropped_connections_mid_run_lose_no_job(redis_server: RedisServer
         assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (jobs, 0, 0)
         assert set(done) == {str(i) for i in range(jobs)}  # at least once each
         assert stats.conserved
+
+
+async def test_a_worker_killed_while_its_queue_is_paused_loses_nothing(redis_server: RedisServer):
+    """Paused, the killed worker's job is recovered but not run; resumed, every job runs once."""
+    name, min_idle, sweep = queue_name(), 1.0, 0.2
+    async with trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=min_idle) as backend:
+        queue = Queue(backend)
+        await queue.enqueue({"n": 0}, id="victim")
+        await queue.enqueue_many(
+            [{"n": n} for n in range(1, 6)], ids=[f"j{n}" for n in range(1, 6)]
+        )
+        killed_at = await start_and_kill_mid_handler(redis_server.url, name, min_idle)
+        await queue.pause()
+        runs: list[str] = []
+
+        async def handler(job: trioqueue.Job) -> None:
+            runs.append(job.id)
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, sweep_interval=sweep, poll_interval=0.2
+        ) as pool:
+            # past the victim's lease and a sweep: recovered onto the queue, not run
+            await trio.sleep_until(killed_at + min_idle + 4 * sweep + 0.5)
+            assert runs == []
+            assert (await backend.stats()).recovered == 1
+            await queue.resume()
+            pool.mark_producer_finished()
+            await pool.wait_stopped()
+        assert sorted(runs) == ["j1", "j2", "j3", "j4", "j5", "victim"]
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (6, 0, 0)

@@ -178,3 +178,28 @@ async def test_configure_refuses_bad_values_before_any_change(
         with pytest.raises(ConfigurationError, match=match):
             await backend.configure(**options)
         assert backend.settings == QueueSettings()
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+async def test_a_pause_is_stored_with_the_queue_and_every_process_follows_it(
+    redis_server: RedisServer, sharded: bool
+):
+    name = queue_name()
+
+    def open_backend() -> trioqueue.RedisBackend | trioqueue.ShardedBackend:
+        if sharded:
+            return trioqueue.ShardedBackend.on_redis(
+                redis_server.url, queue=name, shards=3, min_idle=30
+            )
+        return trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30)
+
+    async with open_backend() as operator, open_backend() as worker:
+        await Queue(operator).enqueue("x", id="x")
+        await Queue(operator).pause()
+        assert await worker.is_paused()
+        assert await worker.claim(10, lease=30, block=0.2) == []
+        await Queue(worker).resume()
+        assert not await operator.is_paused()
+        claims = await operator.claim(10, lease=30, block=0.2)
+        assert [claim.job.id for claim in claims] == ["x"]
+        await operator.ack(claims[0])

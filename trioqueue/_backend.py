@@ -151,6 +151,35 @@ class Backend(Protocol):
         """
         ...
 
+    async def pause(self) -> None:
+        """Pause the queue: claims take nothing until `resume`; jobs still come in.
+
+        Jobs already claimed run to their outcomes as usual (a retry goes back to
+        wait), so a paused queue's pools finish what they hold and then wait. On
+        Redis the pause is stored with the queue: every process using it stops
+        claiming at once, and it lasts until someone resumes it. Pausing a paused
+        queue changes nothing.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing.
+        """
+        ...
+
+    async def resume(self) -> None:
+        """Let claims take jobs again; resuming a queue not paused changes nothing.
+
+        A pool waiting on the queue claims again within its *poll_interval*.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing.
+        """
+        ...
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused (`pause`).
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
+        ...
+
     async def cancel_claim(self, claim: Claim) -> bool:
         """End a claim whose job was cancelled: the job is `JobState.CANCELLED`.
 

@@ -64,6 +64,32 @@ class Queue(QueueReads):
         """The most bytes a payload may take as canonical JSON."""
         return self._max_payload
 
+    async def pause(self) -> None:
+        """Pause the queue: workers finish the jobs they hold and claim no new ones.
+
+        Producers go on enqueueing; the jobs wait, and nothing is lost. On Redis
+        every process using the queue stops claiming at once, and the pause lasts
+        until `resume` (from the command line: ``trioqueue queue pause``).
+
+        Always checkpoints. If cancelled, nothing changed (on a sharded queue, the
+        shards paused before the cancellation stay paused: call it again).
+        """
+        await self._backend.pause()
+
+    async def resume(self) -> None:
+        """Resume a paused queue: its pools claim again within their *poll_interval*.
+
+        Always checkpoints. If cancelled, nothing changed (sharded: as `pause`).
+        """
+        await self._backend.resume()
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused.
+
+        Always checkpoints; it only reads, so a cancelled call changed nothing.
+        """
+        return await self._backend.is_paused()
+
     async def enqueue(
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Receipt:

@@ -215,13 +215,15 @@ def add_dead(commands: argparse._SubParsersAction[Parser]) -> None:
 def add_queue(commands: argparse._SubParsersAction[Parser]) -> None:
     queue = commands.add_parser(
         "queue",
-        help="show or change a Redis queue's settings (capacity, mode, key TTL)",
+        help="show or change a Redis queue's settings (capacity, mode, key TTL), pause it",
         description="show: the settings stored with the queue, which every command and "
-        "worker on it follows. configure: change them in place; running workers and "
-        "producers follow at once. The capacity may change at any time; the mode and the "
-        "key TTL only while the queue holds no waiting or claimed job.",
+        "worker on it follows, and whether it is paused. configure: change them in place; "
+        "running workers and producers follow at once. The capacity may change at any "
+        "time; the mode and the key TTL only while the queue holds no waiting or claimed "
+        "job. pause: workers finish the jobs they hold and claim none until resume; "
+        "producers go on enqueueing, and nothing is lost.",
     )
-    queue.add_argument("action", choices=["show", "configure"])
+    queue.add_argument("action", choices=["show", "configure", "pause", "resume"])
     add_redis_url_options(queue)
     add_queue_option(queue)
     add_shards_option(queue)

@@ -1,8 +1,8 @@
-"""``trioqueue queue show|configure``: a Redis queue's shared settings, read and changed.
+"""``trioqueue queue show|configure|pause|resume``: a Redis queue's shared settings.
 
 Every user of a queue follows the settings stored with it (capacity, mode, key
-TTL), so commands that join a queue need none of them; this command shows them
-and changes them in place, for the processes already running too.
+TTL, paused), so commands that join a queue need none of them; this command shows
+them and changes them in place, for the processes already running too.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from ._types import NotThere, UsageError, printable
 if TYPE_CHECKING:
     import argparse
 
+    from .._backends.redis._backend import RedisBackend
     from .._backends.redis._queue_settings import QueueSettings
+    from .._backends.redis._sharded import ShardedBackend
 
 __all__ = ["run_queue"]
 
@@ -36,8 +38,10 @@ async def run_queue(args: argparse.Namespace) -> int:
     given = args.no_key_ttl or any(
         value is not None for value in (args.new_capacity, args.new_mode, args.new_key_ttl)
     )
-    if args.action == "show" and given:
-        raise UsageError("`queue show` changes nothing: use `queue configure` to change settings")
+    if args.action != "configure" and given:
+        raise UsageError(
+            f"`queue {args.action}` takes no settings: use `queue configure` to change them"
+        )
     if args.action == "configure" and not given:
         raise UsageError(
             "nothing to change: give --capacity N, --mode reliable|simple, --key-ttl SECONDS "
@@ -53,11 +57,13 @@ async def run_queue(args: argparse.Namespace) -> int:
                 "created with its settings by the first enqueue or worker)"
             )
         if args.action == "show":
-            print(_shown(before, args.json))
+            print(_shown(before, args.json, await backend.is_paused()))
             return 0
+        if args.action in ("pause", "resume"):
+            return await _pause_or_resume(backend, args)
         after = await backend.configure(**changes)
     if args.json:
-        print(_shown(after, True))
+        print(_shown(after, True, await backend.is_paused()))
     else:
         print(f"{printable(args.queue)}: {_changed(before, after)}")
     print(
@@ -67,10 +73,28 @@ async def run_queue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shown(settings: QueueSettings, as_json: bool) -> str:
+async def _pause_or_resume(backend: RedisBackend | ShardedBackend, args: argparse.Namespace) -> int:
+    """Pause or resume the queue, and say what that means for its workers."""
+    if args.action == "pause":
+        await backend.pause()
+        said = (
+            "paused: workers finish the jobs they hold and claim none until "
+            "`trioqueue queue resume`; producers may go on enqueueing"
+        )
+    else:
+        await backend.resume()
+        said = "resumed: workers claim again within their poll interval (1 s by default)"
+    if args.json:
+        print(json.dumps({"paused": args.action == "pause"}))
+    else:
+        print(f"{printable(args.queue)}: {said}")
+    return 0
+
+
+def _shown(settings: QueueSettings, as_json: bool, paused: bool) -> str:
     if as_json:
-        return json.dumps(attrs.asdict(settings))
-    return settings.describe()
+        return json.dumps({**attrs.asdict(settings), "paused": paused})
+    return settings.describe() + (", paused" if paused else "")
 
 
 def _changed(before: QueueSettings, after: QueueSettings) -> str:

@@ -55,6 +55,7 @@ class MemoryBase:
         self._last_token = 0  # claim tokens are the numbers after it, never reused
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
+        self._paused = False  # see pause
         self._waiters = Waiters()  # finished() calls
         self._metrics = Metrics(self._gauges)
         # see _touch: when a worker last reached the backend, when the last silence ended

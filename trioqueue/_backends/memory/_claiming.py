@@ -33,14 +33,16 @@ class Claiming(MemoryBase):
         now = self.now()
         self._fill(now)  # what came due
         deadline = now + block
-        while not self._ready:
-            # until woken, or until the next due time (then it is on the ready queue)
-            with trio.move_on_at(min(deadline, self._next_due())) as waited:
+        while not self._ready or self._paused:
+            # until woken, or until the next due time (then it is on the ready queue);
+            # while paused, until resumed (a resume wakes every claimer)
+            due = deadline if self._paused else min(deadline, self._next_due())
+            with trio.move_on_at(due) as waited:
                 await self._work.park()
             now = self.now()
             self._fill(now)
             idle = not waited.cancelled_caught and not self._held()
-            if not self._ready and (idle or now >= deadline):
+            if (not self._ready or self._paused) and (idle or now >= deadline):
                 await trio.lowlevel.checkpoint_if_cancelled()
                 self._touch(now)
                 return []
@@ -68,6 +70,22 @@ class Claiming(MemoryBase):
         self._fill(now)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return claims
+
+    async def pause(self) -> None:
+        """Claim nothing until `resume`; see `Backend.pause`."""
+        await trio.lowlevel.checkpoint()
+        self._paused = True
+
+    async def resume(self) -> None:
+        """Claim again; see `Backend.resume`."""
+        await trio.lowlevel.checkpoint()
+        self._paused = False
+        self._work.unpark_all()
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused; see `Backend.is_paused`."""
+        await trio.lowlevel.checkpoint()
+        return self._paused
 
     async def renew(self, claims: Sequence[Claim], *, lease: float) -> Renewal:
         """Extend the leases of the claims still held; those lost, and those cancelled."""

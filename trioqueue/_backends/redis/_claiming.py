@@ -130,6 +130,9 @@ class Claiming(Settling):
     async def claim(self, max_jobs: int, *, lease: float, block: float) -> list[Claim]:
         """Claim up to *max_jobs* ready jobs, at most 100 a call; see `Backend.claim`.
 
+        A paused queue claims nothing: the call waits out *block* and returns
+        none, so a resumed queue is claimed from again within *block*.
+
         One script claims at most 100 jobs, so a large claim never holds Redis
         for long; ask again for more. Blocks in ``BLMOVE`` for up to *block*
         seconds when the list is empty. A cancellation ends that wait at once,
@@ -160,9 +163,15 @@ class Claiming(Settling):
             if not moved:
                 await trio.lowlevel.checkpoint_if_cancelled()
             with trio.CancelScope(shield=True):
-                rows, due_in = await self._run("claim", max_jobs, lease, ttl, limit, *moved)
+                rows, due_in, *paused = await self._run(
+                    "claim", max_jobs, lease, ttl, limit, *moved
+                )
                 claims = await self._claims(rows)
             left = deadline - trio.current_time()
+            if paused:
+                # what a BLMOVE moved went back; ask again when the block is over
+                await trio.sleep(max(left, 0))
+                return []
             if claims or left <= 0:
                 return claims
             # no longer than until the next delayed job is due: then it is claimable
@@ -200,8 +209,13 @@ class Claiming(Settling):
         ttl, limit = self._claim_limits()
         await trio.lowlevel.checkpoint_if_cancelled()
         with trio.CancelScope(shield=True):  # a claim made must reach the caller
-            rows, after, woken, due_in = await self._run("claim", max_jobs, lease, ttl, limit)
+            rows, after, woken, due_in, *paused = await self._run(
+                "claim", max_jobs, lease, ttl, limit
+            )
             claims = await self._claims(rows)
+        if paused:
+            await trio.sleep(block)  # ask again when the block is over
+            return []
         if rows or block <= 0:  # rows that were all dead-lettered end the call too
             return claims
         block = _until_due(block, due_in)
@@ -213,7 +227,7 @@ class Claiming(Settling):
             )
         await trio.lowlevel.checkpoint_if_cancelled()
         with trio.CancelScope(shield=True):
-            rows, _, _, _ = await self._run("claim", max_jobs, lease, ttl, limit)
+            rows, *_ = await self._run("claim", max_jobs, lease, ttl, limit)
             claims = await self._claims(rows)
         return claims
 

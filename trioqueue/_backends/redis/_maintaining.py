@@ -61,6 +61,21 @@ class Maintaining(RedisBase):
         flat = await self._run("schedule_marks")
         return {text(name): float(tick) for name, tick in zip(flat[::2], flat[1::2], strict=True)}
 
+    async def pause(self) -> None:
+        """Pause the queue for every process using it; see `Backend.pause`.
+
+        Stored in the queue's config hash, which every claim script reads.
+        """
+        await self._run("pause", "1")
+
+    async def resume(self) -> None:
+        """Resume a paused queue; see `Backend.resume`."""
+        await self._run("pause", "0")
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused; see `Backend.is_paused`."""
+        return bool(await self._run("pause", ""))
+
     async def configure(
         self,
         *,

@@ -28,6 +28,7 @@ SCRIPT_NAMES: Final = (
     "events",
     "cancel",
     "job_ids",
+    "pause",
 )
 
 
@@ -70,6 +71,7 @@ FLAGS: Final = {
     "events": "no-writes,allow-oom",
     "job_ids": "no-writes,allow-oom",
     "cancel": "allow-oom",  # it frees room
+    "pause": "allow-oom",  # a flag: pausing a full Redis is how to stop the load on it
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

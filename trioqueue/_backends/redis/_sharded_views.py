@@ -201,6 +201,24 @@ class ShardedViews(ShardsBase):
                 return self._total(stored)
         return None
 
+    async def pause(self) -> None:
+        """Pause every shard, in order; see `Backend.pause`.
+
+        Cancellation: a checkpoint; a cancelled call keeps the shards paused before
+        the cancellation: run it again to finish.
+        """
+        for shard in self._shards:
+            await shard.pause()
+
+    async def resume(self) -> None:
+        """Resume every shard, in order; see `Backend.resume` (cancelled, as `pause`)."""
+        for shard in self._shards:
+            await shard.resume()
+
+    async def is_paused(self) -> bool:
+        """Whether any shard is paused (all are, unless a `pause` or `resume` was cut short)."""
+        return any([await shard.is_paused() for shard in self._shards])
+
     async def configure(self, **changes: Any) -> QueueSettings:
         """`RedisBackend.configure` on every shard, in order; the settings, as `settings`.
 

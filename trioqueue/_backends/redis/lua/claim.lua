@@ -3,6 +3,8 @@
 -- ARGV[12], if given, is an element a blocking BLMOVE already moved to the
 -- processing list: it is claimed first. A suspect is claimed before anything else,
 -- and alone: the pool runs it once its other handlers are done.
+-- A paused queue claims nothing: what a BLMOVE moved goes back in its turn, and the
+-- reply is {{}, '', 'paused'} ({{}, '', '', '', 'paused'} for a stream source).
 -- Returns {rows, seconds until the next stored job is due ('' for none)}, each row
 -- {id, payload, attempts, token, ready at, '1' for a suspect, the job's options, its
 -- priority ('' for 0)}; for a stream source
@@ -23,6 +25,11 @@ local lease, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
 local max_deliveries, given = tonumber(ARGV[11]), ARGV[12]
 local out = {}
 touch()
+if PAUSED then
+  if given then put_back(given) end
+  if K_STREAM then return {out, '', '', '', 'paused'} end
+  return {out, '', 'paused'}
+end
 
 -- Claim the job an element (off a ready list, the suspects, or a landing) names;
 -- fresh: a stream entry this script just read (its pending entry is this consumer's);

@@ -85,7 +85,7 @@ if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
 local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source',
-  'born')
+  'born', 'paused')
 -- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
 -- that name has too: the keys belong to the kind of source that wrote first.
 local SOURCE = KEYS[20] and 'stream' or 'list'
@@ -108,6 +108,8 @@ end
 -- is born again, and a record made before then belongs to its earlier life (see
 -- add.lua). None for a queue from before this was stored.
 local BORN = tonumber(agreed[6]) or (not agreed[1] and NOW) or nil
+-- A paused queue (pause.lua) takes jobs in and gives none out: claims take nothing.
+local PAUSED = agreed[7] == '1'
 -- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
 if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else

@@ -30,6 +30,23 @@ local function unland(element)
   return true
 end
 
+-- Put back what a BLMOVE moved and no claim will take (its caller was cancelled, or
+-- the queue is paused): in its turn, at the front of the ready list, or first in line
+-- among the stored jobs when producers filled the room it left; unless the sweeper
+-- took it already. Returns whether it was put back.
+local function put_back(element)
+  if not unland(element) then return false end
+  local id = string.sub(element, 2)
+  if string.sub(element, 1, 1) == MARK and redis.call('EXISTS', jobkey(id)) == 1 then
+    schedule(id, true)
+  else
+    -- another client's push, a job whose record expired, or the wake element: never
+    -- counted in the capacity
+    redis.call('RPUSH', K_READY, element)
+  end
+  return true
+end
+
 -- Claimed jobs, including what BLMOVEs moved and no claim registered yet (an element
 -- the sweeper stamped is in the claims set already).
 local function claimed_count()
