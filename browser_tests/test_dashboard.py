@@ -198,3 +198,32 @@ def test_the_dashboard_shows_dead_letters_a_page_at_a_time(service, browser):
     wait.until(lambda b: shown(b) == 105 and not b.find_elements(By.ID, "dead-more"))
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_the_dashboard_pauses_and_resumes_the_queue_with_the_token(service, browser):
+    browser.get(service)
+    wait = WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(lambda b: _text(b, "status").startswith("live"))
+    assert not browser.find_element(By.ID, "paused").is_displayed()
+    toggle = browser.find_element(By.ID, "pause-toggle")
+    assert toggle.text == "Pause queue"
+    toggle.click()  # no token yet: refused, and the page says why
+    wait.until(lambda b: "token" in _text(b, "queue-message"))
+    assert not browser.find_element(By.ID, "paused").is_displayed()
+
+    browser.find_element(By.ID, "token").send_keys(TOKEN, Keys.TAB)
+    browser.find_element(By.ID, "pause-toggle").click()
+    wait.until(lambda b: b.find_element(By.ID, "paused").is_displayed())
+    assert _text(browser, "queue-message").startswith("paused: workers finish")
+    assert _text(browser, "pause-toggle") == "Resume queue"
+    # a job posted while paused waits on the queue
+    assert _post(service, {"id": "held", "payload": {"n": 1}}) == 201
+    wait.until(lambda b: _text(b, "g-queue_depth") == "1")
+    assert _text(browser, "c-succeeded") == "0"
+
+    browser.find_element(By.ID, "pause-toggle").click()
+    wait.until(lambda b: not b.find_element(By.ID, "paused").is_displayed())
+    wait.until(lambda b: _text(b, "c-succeeded") == "1")
+    assert _text(browser, "pause-toggle") == "Pause queue"
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []

@@ -554,6 +554,28 @@ async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(ba
         assert (await http.delete("/dead", headers=secret)).json() == {"purged": 0}
 
 
+async def test_pause_and_resume_need_the_token_and_stats_say_whether_paused(backend):
+    async with served(create_app(backend)) as http:  # no token: changes are off
+        assert (await http.get("/stats")).json()["paused"] is False
+        off = await http.post("/queue/pause")
+        assert off.status_code == 403
+        assert not await backend.is_paused()
+    secret = {"Authorization": "Bearer s3cret"}
+    async with served(create_app(backend, admin_token="s3cret")) as http:
+        assert (await http.post("/queue/pause")).status_code == 401
+        assert not await backend.is_paused()
+        paused = await http.post("/queue/pause", headers=secret)
+        assert (paused.status_code, paused.json()) == (200, {"paused": True})
+        assert await backend.is_paused()
+        assert (await http.get("/stats")).json()["paused"] is True
+        # a paused queue still takes jobs in
+        assert (await http.post("/jobs", json={"id": "p1", "payload": 1})).status_code == 201
+        resumed = await http.post("/queue/resume", headers=secret)
+        assert (resumed.status_code, resumed.json()) == (200, {"paused": False})
+        assert not await backend.is_paused()
+        assert (await http.get("/queue/pause")).status_code == 405
+
+
 async def test_with_a_token_reading_jobs_needs_it_and_ingest_and_counters_do_not(backend):
     await _dead_letters(backend, 1)
     secret = {"Authorization": "Bearer s3cret"}

@@ -75,7 +75,8 @@ def create_app(
         request_timeout: Seconds one request may take, its wait for a place
             included; past it the answer is 503 with ``Retry-After``.
         admin_token: The bearer token that reading jobs and dead letters needs,
-            and requeueing and purging dead letters and cancelling jobs; None
+            and requeueing and purging dead letters, cancelling jobs, and pausing
+            and resuming the queue; None
             leaves reads open and turns those changes off (403). ``POST /jobs``,
             the counters, health and the OpenAPI document never need it.
         name: The queue's name in ``/metrics`` (its ``queue`` label).
@@ -119,9 +120,10 @@ def create_app(
     async def stats(request: Request) -> JSONResponse:
         try:
             snapshot = await backend.stats()
+            paused = await backend.is_paused()
         except BackendUnavailable as exc:
             return unavailable(exc, "try again")
-        return JSONResponse(attrs.asdict(snapshot))
+        return JSONResponse({**attrs.asdict(snapshot), "paused": paused})
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"alive": True})
@@ -165,6 +167,8 @@ def create_app(
             Route("/dead/requeue", dead.requeue_all, methods=["POST"]),
             Route("/dead/{job_id:path}/requeue", dead.requeue, methods=["POST"]),
             Route("/dead/{job_id:path}", dead.purge, methods=["DELETE"]),
+            Route("/queue/pause", dead.pause_or_resume, methods=["POST"]),
+            Route("/queue/resume", dead.pause_or_resume, methods=["POST"]),
             Route("/metrics", metrics_endpoint(backend, name), methods=["GET"]),
             Route("/stats", stats, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),

@@ -1,8 +1,9 @@
 """The endpoints that change a queue, and the admin token that guards them.
 
 ``GET /dead`` lists the dead letters (a read: open unless the service has a
-token). Requeueing and purging them, and cancelling a job (``DELETE /jobs/{id}``),
-change the queue, so they need ``Authorization: Bearer <token>`` with the token
+token). Requeueing and purging them, cancelling a job (``DELETE /jobs/{id}``), and
+pausing and resuming the queue (``POST /queue/pause``, ``/queue/resume``) change
+the queue, so they need ``Authorization: Bearer <token>`` with the token
 the service was started with (``--admin-token`` or ``TRIOQUEUE_ADMIN_TOKEN``); a
 service started without one has them off (403, saying how to turn them on). See
 `_access` for who may do what.
@@ -51,7 +52,7 @@ def _page(request: Request) -> tuple[int, int, bool] | JSONResponse:
 
 
 class AdminActions:
-    """The handlers of the dead-letter endpoints and of cancelling, for one queue."""
+    """The handlers of the endpoints that change one queue: dead letters, cancel, pause."""
 
     def __init__(self, queue: Queue, access: Access) -> None:
         self._queue = queue
@@ -174,3 +175,15 @@ class AdminActions:
             },
             202,
         )
+
+    async def pause_or_resume(self, request: Request) -> JSONResponse:
+        """``POST /queue/pause`` and ``/queue/resume``: whether the queue is paused now."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        pause = request.url.path.endswith("/pause")
+        try:
+            await (self._queue.pause() if pause else self._queue.resume())
+        except BackendUnavailable as exc:
+            return unavailable(exc, "try again")
+        return JSONResponse({"paused": pause})

@@ -326,9 +326,25 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                     },
                 },
             },
+            **{
+                f"/queue/{action}": {
+                    "post": {
+                        "summary": f"{action.capitalize()} the queue (admin token)",
+                        "security": [{"admin": []}],
+                        "responses": {
+                            "200": json_answer(
+                                {"type": "object"}, "Whether the queue is paused now."
+                            ),
+                            **ADMIN,
+                            "503": UNAVAILABLE,
+                        },
+                    }
+                }
+                for action in ("pause", "resume")
+            },
             "/stats": {
                 "get": {
-                    "summary": "Counters, gauges and latency percentiles",
+                    "summary": "Counters, gauges, latency percentiles, and whether paused",
                     "responses": {
                         "200": json_answer({"type": "object"}, "The metrics snapshot."),
                         "503": UNAVAILABLE,
