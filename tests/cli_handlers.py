@@ -101,3 +101,10 @@ task_list = [
     trioqueue.Task("whisper", whisper_in_a_thread, run_sync=True),
 ]
 """The same tasks as a list of `trioqueue.Task`, one of them a plain function in a thread."""
+
+
+async def halfway(job: trioqueue.Job) -> None:
+    """Reports half done, says so, then works until it is stopped."""
+    await trioqueue.report_progress({"done": 1, "of": 2})
+    print("started", job.id, flush=True)
+    await trio.sleep(3600)

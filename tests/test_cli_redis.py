@@ -413,6 +413,17 @@ def test_one_worker_runs_several_tasks_from_a_table_of_handlers(target, workers,
     assert worker.exit_status() == 0
 
 
+def test_jobs_shows_what_a_running_handler_reported(target, workers):
+    assert target.run("enqueue", "--id", "half", "{}").returncode == 0
+    worker = Worker(target, "cli_handlers:halfway")
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "started") == ["started half"]
+    listed = target.run("jobs", "claimed")
+    assert listed.stdout == 'claimed    half  processing  0  progress {"done": 1, "of": 2}\n'
+    as_json = json.loads(target.run("jobs", "claimed", "--json").stdout)
+    assert as_json["progress"] == {"done": 1, "of": 2}
+
+
 def test_result_waits_for_the_job_and_prints_what_its_handler_returned(target, workers):
     target.enqueue_lines(2)
     command = [sys.executable, "-m", "trioqueue", "result", "j0"]

@@ -44,6 +44,7 @@ ON_MEMORY = [
     "worker_shutdown",
     "typed_payloads",
     "pause",
+    "progress",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]

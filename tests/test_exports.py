@@ -75,6 +75,7 @@ EXPECTED = {
     "open_scheduler",
     "open_worker_pool",
     "reply_id",
+    "report_progress",
     "task",
 }
 

@@ -27,6 +27,7 @@ from ._backends.redis._queue_settings import QueueSettings as QueueSettings
 from ._backends.redis._sharded import ShardedBackend as ShardedBackend
 from ._backends.redis._stream import StreamSource as StreamSource
 from ._current import current_backend as current_backend
+from ._current import report_progress as report_progress
 from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
@@ -137,6 +138,7 @@ __all__ = [
     "open_scheduler",
     "open_worker_pool",
     "reply_id",
+    "report_progress",
     "task",
 ]
 

@@ -151,6 +151,17 @@ class Backend(Protocol):
         """
         ...
 
+    async def set_progress(self, claim: Claim, progress: bytes) -> bool:
+        """Keep *progress* (canonical JSON) on the claimed job's record (`JobRecord.progress`).
+
+        False (and nothing changed) if the claim is no longer held. Not a state
+        change: the record's ``updated_at`` stays.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
+        """
+        ...
+
     async def pause(self) -> None:
         """Pause the queue: claims take nothing until `resume`; jobs still come in.
 

@@ -166,6 +166,10 @@ class JobRecord:
     than the pool's *max_result*); None when it was, or there was none."""
     priority: int = 0
     """The job's level (``enqueue(..., priority=...)``), one of `PRIORITIES`."""
+    progress: Any = None
+    """What the job's handler last reported with `report_progress`, decoded from
+    JSON; None until it reports. Kept after the job finishes, and across its
+    attempts until the next report."""
 
 
 @attrs.frozen

@@ -32,20 +32,24 @@ async def run_jobs(args: argparse.Namespace) -> int:
         for place in args.places or PLACES:
             for job_id in await queue.job_ids(place, limit=args.limit):
                 record = await queue.status(job_id)  # None: it finished meanwhile, forgotten
-                rows.append(
-                    {
-                        "place": place,
-                        "id": job_id,
-                        "state": "gone" if record is None else record.state.value,
-                        "attempts": None if record is None else record.attempts,
-                    }
-                )
+                row = {
+                    "place": place,
+                    "id": job_id,
+                    "state": "gone" if record is None else record.state.value,
+                    "attempts": None if record is None else record.attempts,
+                }
+                if record is not None and record.progress is not None:
+                    row["progress"] = record.progress  # what its handler last reported
+                rows.append(row)
     for row in rows:
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
         else:
             attempts = "-" if row["attempts"] is None else row["attempts"]
-            print(f"{row['place']:<9}  {printable(row['id'])}  {row['state']}  {attempts}")
+            line = f"{row['place']:<9}  {printable(row['id'])}  {row['state']}  {attempts}"
+            if "progress" in row:
+                line += "  progress " + printable(json.dumps(row["progress"], ensure_ascii=False))
+            print(line)
     return 0
 
 

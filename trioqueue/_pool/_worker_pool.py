@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from .._current import running_on
+from .._current import running, running_on
 from .._exceptions import IdempotencyConflict
 from .._outcome import Ack, Cancel, RetryAfter, decide
 from .._payload import encode_result, reply_id
@@ -301,6 +301,7 @@ class WorkerPool:
         self._books.unsettled.add(claim.token)
         started = trio.current_time()
         ended = False
+        running(claim)  # for report_progress, in the handler and the tasks it starts
         chosen = self._tasks.choose(job, self._config.handler_timeout)
         limit = chosen.handler_timeout
         value: object = None

@@ -98,6 +98,9 @@ RECORD: dict[str, Any] = {
         "reason": {"type": ["string", "null"]},
         "priority": {"type": "integer", "minimum": PRIORITIES[-1], "maximum": PRIORITIES[0]},
         "result": {"description": "What the handler of a completed job returned (JSON)."},
+        "progress": {
+            "description": "What the job's handler last reported (JSON; null until it does)."
+        },
         "result_error": {
             "type": ["string", "null"],
             "description": "Why a completed job's return value was not stored.",

@@ -71,6 +71,16 @@ class Claiming(MemoryBase):
         await trio.lowlevel.cancel_shielded_checkpoint()
         return claims
 
+    async def set_progress(self, claim: Claim, progress: bytes) -> bool:
+        """Keep *progress* on the claimed job's record; see `Backend.set_progress`."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._live(claim)
+        if entry is not None:
+            self._bytes += len(progress) - len(entry.progress or b"")
+            entry.progress = progress
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry is not None
+
     async def pause(self) -> None:
         """Claim nothing until `resume`; see `Backend.pause`."""
         await trio.lowlevel.checkpoint()

@@ -71,6 +71,7 @@ class Entry:
     priority: int = 0
     result: bytes | None = None  # the handler's return value, as JSON
     result_error: str | None = None
+    progress: bytes | None = None  # what the handler last reported, as JSON
     cancel_requested: bool = False  # cancelled while claimed: its pool stops it
 
     def move(self, target: JobState, now: float) -> None:
@@ -95,9 +96,10 @@ class Entry:
             result=None if self.result is None else json.loads(self.result),
             result_error=self.result_error,
             priority=self.priority,
+            progress=None if self.progress is None else json.loads(self.progress),
         )
 
 
 def cost(entry: Entry) -> int:
     """What *entry* counts for in a `MemoryBackend`'s budget."""
-    return len(entry.encoded) + len(entry.result or b"") + RECORD_BYTES
+    return len(entry.encoded) + len(entry.result or b"") + len(entry.progress or b"") + RECORD_BYTES

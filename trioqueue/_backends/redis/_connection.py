@@ -111,6 +111,12 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
             result = decode_payload(stored)
         except ValueError as exc:  # changed by hand: say so, never raise
             result_error = f"its stored result is not JSON ({exc})"
+    progress: Any = None
+    if (reported := fields.get(b"g")) is not None:
+        try:
+            progress = decode_payload(reported)
+        except ValueError:  # changed by hand: never raise
+            progress = None
     try:
         state = JobState(get("s"))
     except ValueError:
@@ -131,6 +137,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         result=result,
         result_error=result_error,
         priority=int(number("pr")),
+        progress=progress,
     )
 
 

@@ -29,6 +29,7 @@ SCRIPT_NAMES: Final = (
     "cancel",
     "job_ids",
     "pause",
+    "progress",
 )
 
 
@@ -45,6 +46,7 @@ READ_ONLY: Final = frozenset(
         "watch",
         "events",
         "job_ids",
+        "progress",
     }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""

@@ -72,6 +72,10 @@ class Settling(RedisBase):
             local.dropped += 1
         return True
 
+    async def set_progress(self, claim: Claim, progress: bytes) -> bool:
+        """Keep *progress* on the claimed job's record; see `Backend.set_progress`."""
+        return bool(await self._run("progress", claim.job.id, claim.token, progress))
+
     async def ack(
         self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
     ) -> bool:

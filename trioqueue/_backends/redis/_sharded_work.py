@@ -121,6 +121,11 @@ class ShardedWork(ShardsBase):
         shard, own = self._unwrap(claim)
         return await shard.cancel_claim(own)
 
+    async def set_progress(self, claim: Claim, progress: bytes) -> bool:
+        """Keep *progress* on the job's record, on its shard; see `Backend.set_progress`."""
+        shard, own = self._unwrap(claim)
+        return await shard.set_progress(own, progress)
+
     async def ack(
         self, claim: Claim, result: bytes | None = None, *, result_error: str | None = None
     ) -> bool:
