@@ -6,6 +6,7 @@ Each prints a line per job to standard output, which the tests read.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from typing import TYPE_CHECKING
 
@@ -108,3 +109,7 @@ async def halfway(job: trioqueue.Job) -> None:
     await trioqueue.report_progress({"done": 1, "of": 2})
     print("started", job.id, flush=True)
     await trio.sleep(3600)
+
+
+async def show_headers(job: trioqueue.Job) -> None:
+    print("headers", job.id, json.dumps(job.headers, sort_keys=True), flush=True)

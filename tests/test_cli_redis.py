@@ -413,6 +413,21 @@ def test_one_worker_runs_several_tasks_from_a_table_of_handlers(target, workers,
     assert worker.exit_status() == 0
 
 
+def test_enqueue_gives_every_job_its_headers(target, workers):
+    result = target.run(
+        "enqueue", "--header", "tenant=acme", "--header", "origin=cli", "--id", "h", "{}"
+    )
+    assert result.returncode == 0, result.stderr
+    worker = Worker(target, "cli_handlers:show_headers")
+    workers.append(worker)
+    assert worker.wait_for(worker.out, "headers") == [
+        'headers h {"origin": "cli", "tenant": "acme"}'
+    ]
+    refused = target.run("enqueue", "--header", "no-equals", "{}")
+    assert refused.returncode == 2
+    assert "is not NAME=VALUE" in refused.stderr
+
+
 def test_jobs_shows_what_a_running_handler_reported(target, workers):
     assert target.run("enqueue", "--id", "half", "{}").returncode == 0
     worker = Worker(target, "cli_handlers:halfway")

@@ -45,6 +45,7 @@ ON_MEMORY = [
     "typed_payloads",
     "pause",
     "progress",
+    "headers",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]

@@ -426,6 +426,24 @@ async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
     assert options == {"o": (2, 1.5, "resize"), "b": (4, None, None)}
 
 
+async def test_a_job_may_carry_headers_that_its_record_and_its_handler_see(backend):
+    headers = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    async with served(create_app(backend)) as http:
+        posted = await http.post("/jobs", json={"id": "h1", "payload": 1, "headers": headers})
+        assert posted.status_code == 201
+        assert (await http.get("/jobs/h1")).json()["headers"] == headers
+        batch = await http.post(
+            "/jobs/batch", json={"jobs": [{"id": "h2", "payload": 2, "headers": {"t": "a"}}]}
+        )
+        assert batch.json()["results"][0]["status"] == 201
+        for bad, words in (({"n": 1}, "str to str"), ("x", "a dict")):
+            refused = await http.post("/jobs", json={"payload": 1, "headers": bad})
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_job"), bad
+            assert words in refused.json()["message"], bad
+    claims = await backend.claim(2, lease=30, block=0)
+    assert {c.job.id: c.job.headers for c in claims} == {"h1": headers, "h2": {"t": "a"}}
+
+
 async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
     async with served(create_app(backend)) as http:
         for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):

@@ -132,6 +132,8 @@ class NewJob:
     """The task name: which handler of a pool given several runs the job."""
     priority: int = 0
     """The job's level, one of `PRIORITIES`: a claim takes the highest level first."""
+    headers: dict[str, str] | None = None
+    """The producer's metadata for the job (`Job.headers`); None for none."""
 
 
 @attrs.frozen

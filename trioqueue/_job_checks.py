@@ -7,11 +7,26 @@ each refuses the same value with the same words.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from ._payload import MAX_TASK_NAME, PRIORITIES
 from ._util import MAX_DELAY
 
-__all__ = ["check_attempts_and_timeout", "check_priority", "check_task"]
+__all__ = [
+    "MAX_HEADERS",
+    "MAX_HEADERS_BYTES",
+    "check_attempts_and_timeout",
+    "check_headers",
+    "check_priority",
+    "check_task",
+]
+
+MAX_HEADERS = 64
+"""The most headers a job may carry."""
+MAX_HEADERS_BYTES = 8192
+"""The most bytes a job's headers may take, names and values together (UTF-8)."""
+_MAX_HEADER_NAME = 200
 
 
 def check_task(task: str | None) -> None:
@@ -60,3 +75,36 @@ def check_attempts_and_timeout(max_attempts: int | None, timeout: float | None) 
             f"handler_timeout={timeout!r}: give the seconds one attempt may run, more than 0 "
             "and at most 100 years, or None for the pool's own"
         )
+
+
+def check_headers(headers: Any) -> dict[str, str] | None:
+    """A job's headers as a dict of its own (None for none); raise TypeError or ValueError."""
+    if headers is None:
+        return None
+    if not isinstance(headers, Mapping):
+        raise TypeError(
+            f"headers= takes a dict of str to str, not {type(headers).__name__}; e.g. "
+            '{"tenant": "acme"}'
+        )
+    checked = dict(headers)
+    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in checked.items()):
+        raise TypeError(
+            "headers= takes a dict of str to str; convert other values to text (e.g. str(n))"
+        )
+    if len(checked) > MAX_HEADERS:
+        raise ValueError(f"a job carries at most {MAX_HEADERS} headers, not {len(checked)}")
+    for name in checked:
+        if not 1 <= len(name) <= _MAX_HEADER_NAME or not name.isprintable():
+            raise ValueError(
+                f"header {name!r}: name it in 1 to {_MAX_HEADER_NAME} printable characters"
+            )
+    try:
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in checked.items())
+    except UnicodeEncodeError:
+        raise ValueError("headers= holds a lone surrogate, which UTF-8 cannot store") from None
+    if size > MAX_HEADERS_BYTES:
+        raise ValueError(
+            f"the headers take {size:,} bytes, over {MAX_HEADERS_BYTES:,} bytes: headers are "
+            "for metadata (ids, trace context); put data in the payload"
+        )
+    return checked

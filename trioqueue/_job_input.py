@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections.abc import Mapping  # noqa: TC003 - JobOptions is read at run time (docs)
 from typing import Any, TypeAlias, TypedDict
 
 from ._backend_values import NewJob
-from ._job_checks import check_attempts_and_timeout, check_priority, check_task
+from ._job_checks import check_attempts_and_timeout, check_headers, check_priority, check_task
 from ._payload import (
     MAX_ID_LENGTH,
     MAX_PAYLOAD,
@@ -38,6 +39,7 @@ class JobOptions(TypedDict, total=False):
     handler_timeout: float | None
     task: str | Task | None
     priority: int | None
+    headers: Mapping[str, str] | None
 
 
 def due_time(
@@ -101,6 +103,7 @@ def prepare(
     handler_timeout: float | None = None,
     task: str | Task | None = None,
     priority: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
 
@@ -118,6 +121,7 @@ def prepare(
     check_attempts_and_timeout(max_attempts, handler_timeout)
     check_task(task)
     check_priority(priority)
+    checked_headers = check_headers(headers)
     if job_id is None:
         job_id = new_job_id()
     elif not isinstance(job_id, str):
@@ -149,6 +153,7 @@ def prepare(
         handler_timeout=None if handler_timeout is None else float(handler_timeout),
         task=task,
         priority=priority,
+        headers=checked_headers,
     )
 
 

@@ -130,6 +130,9 @@ class Queue(QueueReads):
                 first in first out within a level. Strict: lower levels wait while
                 higher ones have jobs. Capacity counts every level together.
                 Stored with the job; a stream source takes none but 0.
+            headers: Metadata for the job, a dict of text to text (a tenant, trace
+                context; at most 64, 8 KiB in all): stored with it, and read by its
+                handler as `Job.headers`.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
@@ -205,6 +208,7 @@ class Queue(QueueReads):
             handler_timeout: Seconds one attempt of each job may run, as for `enqueue`.
             task: The task name of every job of the batch, as for `enqueue`.
             priority: The level of every job of the batch, as for `enqueue`.
+            headers: The headers of every job of the batch, as for `enqueue`.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;

@@ -166,6 +166,8 @@ class JobRecord:
     than the pool's *max_result*); None when it was, or there was none."""
     priority: int = 0
     """The job's level (``enqueue(..., priority=...)``), one of `PRIORITIES`."""
+    headers: dict[str, str] = attrs.field(factory=dict)
+    """The metadata its producer gave the job (``enqueue(..., headers=...)``)."""
     progress: Any = None
     """What the job's handler last reported with `report_progress`, decoded from
     JSON; None until it reports. Kept after the job finishes, and across its
@@ -194,6 +196,9 @@ class Job:
     priority: int = 0
     """The job's level (``enqueue(..., priority=...)``), one of `PRIORITIES`: a
     claim takes the highest level first."""
+    headers: dict[str, str] = attrs.field(factory=dict)
+    """The metadata its producer gave the job (``enqueue(..., headers=...)``): trace
+    context, a tenant, where it came from; empty for none."""
 
 
 def _check_limit(name: str, value: float | None, *, whole: bool) -> None:

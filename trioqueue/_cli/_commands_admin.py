@@ -15,7 +15,7 @@ from ._redis_args import (
     add_redis_url_options,
     add_shards_option,
 )
-from ._types import non_negative_int, positive_int, seconds
+from ._types import header, non_negative_int, positive_int, seconds
 
 if TYPE_CHECKING:
     from ._parser import Parser
@@ -116,6 +116,14 @@ def add_enqueue(commands: argparse._SubParsersAction[Parser]) -> None:
         choices=PRIORITIES,
         default=0,
         help="the jobs' level, from 2 to -2: a worker takes the highest level first",
+    )
+    enqueue.add_argument(
+        "--header",
+        metavar="NAME=VALUE",
+        type=header,
+        action="append",
+        dest="headers",
+        help="metadata every job carries to its handler (job.headers); repeat for more",
     )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)

@@ -88,6 +88,7 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             handler_timeout=args.handler_timeout,
             task=args.task,
             priority=args.priority,
+            headers=None if args.headers is None else dict(args.headers),
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None

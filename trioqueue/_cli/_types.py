@@ -10,6 +10,7 @@ __all__ = [
     "NotThere",
     "UsageError",
     "bind_address",
+    "header",
     "non_negative",
     "non_negative_int",
     "port",
@@ -115,6 +116,14 @@ def non_negative(text: str) -> float:
     if value == float("inf"):
         raise argparse.ArgumentTypeError("inf is not a number of seconds: use a finite one")
     return value
+
+
+def header(text: str) -> tuple[str, str]:
+    """``NAME=VALUE``: one of a job's headers."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE, e.g. tenant=acme")
+    return name, value
 
 
 def seconds(text: str) -> float:

@@ -58,7 +58,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 400,
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
-                '"at", "max_attempts", "handler_timeout", "task" and "priority"',
+                '"at", "max_attempts", "handler_timeout", "task", "priority" and "headers"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -80,6 +80,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 handler_timeout=job.get("handler_timeout"),
                 task=job.get("task"),
                 priority=job_priority(job),
+                headers=job.get("headers"),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"

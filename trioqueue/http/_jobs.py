@@ -50,7 +50,17 @@ FULL_MESSAGE: Final = (
 )
 """What a 503 ``full`` says: the service's own words, not the library's (`MemoryFull`)."""
 JOB_FIELDS: Final = frozenset(
-    {"id", "payload", "delay", "at", "max_attempts", "handler_timeout", "task", "priority"}
+    {
+        "id",
+        "payload",
+        "delay",
+        "at",
+        "max_attempts",
+        "handler_timeout",
+        "task",
+        "priority",
+        "headers",
+    }
 )
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
 
@@ -155,6 +165,7 @@ class _Fields:
     handler_timeout: Any
     task: Any
     priority: Any
+    headers: Any
 
 
 def due_fields(
@@ -204,7 +215,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             400,
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
-            '"max_attempts", "handler_timeout", "task" and "priority"',
+            '"max_attempts", "handler_timeout", "task", "priority" and "headers"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -233,6 +244,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         document.get("handler_timeout"),
         document.get("task"),
         job_priority(document),
+        document.get("headers"),
     )
 
 
@@ -258,6 +270,7 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
             handler_timeout=fields.handler_timeout,
             task=fields.task,
             priority=fields.priority,
+            headers=fields.headers,
         )
     except IdempotencyConflict as exc:
         return error(

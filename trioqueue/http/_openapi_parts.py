@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._job_checks import MAX_HEADERS, MAX_HEADERS_BYTES
 from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
 from .._util import MAX_DELAY
 from ._dead_page import SUMMARY
@@ -101,6 +102,11 @@ RECORD: dict[str, Any] = {
         "progress": {
             "description": "What the job's handler last reported (JSON; null until it does)."
         },
+        "headers": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "The metadata its producer gave the job.",
+        },
         "result_error": {
             "type": ["string", "null"],
             "description": "Why a completed job's return value was not stored.",
@@ -182,6 +188,13 @@ NEW_JOB: dict[str, Any] = {
             "minimum": PRIORITIES[-1],
             "maximum": PRIORITIES[0],
             "description": "The job's level: workers take the highest first (null or absent: 0).",
+        },
+        "headers": {
+            "type": ["object", "null"],
+            "additionalProperties": {"type": "string"},
+            "maxProperties": MAX_HEADERS,
+            "description": "Metadata for the job (trace context, a tenant): names and values "
+            f"are text, at most {MAX_HEADERS} of them and {MAX_HEADERS_BYTES:,} bytes in all.",
         },
     },
 }

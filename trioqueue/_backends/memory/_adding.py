@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import RECORD_BYTES, Entry, due_time
+from ._entry import RECORD_BYTES, Entry, due_time, headers_bytes
 
 __all__ = ["Adding"]
 
@@ -57,7 +57,7 @@ class Adding(MemoryBase):
         due = due_time(job, now)
         if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
-        size = len(job.encoded) + RECORD_BYTES
+        size = len(job.encoded) + headers_bytes(job.headers) + RECORD_BYTES
         if self._max_bytes is not None and size > self._max_bytes:
             return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
         if not self._room_for(size):  # evicts finished records for it first
@@ -77,6 +77,7 @@ class Adding(MemoryBase):
             handler_timeout=job.handler_timeout,
             task=job.task,
             priority=job.priority,
+            headers=dict(job.headers or {}),
         )
         self._records[job.id] = entry
         self._bytes += size

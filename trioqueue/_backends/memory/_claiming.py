@@ -65,6 +65,7 @@ class Claiming(MemoryBase):
                 handler_timeout=entry.handler_timeout,
                 task=entry.task,
                 priority=entry.priority,
+                headers=dict(entry.headers),
             )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
         self._fill(now)

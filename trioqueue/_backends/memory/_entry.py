@@ -72,6 +72,7 @@ class Entry:
     result: bytes | None = None  # the handler's return value, as JSON
     result_error: str | None = None
     progress: bytes | None = None  # what the handler last reported, as JSON
+    headers: dict[str, str] = attrs.field(factory=dict)  # the producer's metadata
     cancel_requested: bool = False  # cancelled while claimed: its pool stops it
 
     def move(self, target: JobState, now: float) -> None:
@@ -97,9 +98,16 @@ class Entry:
             result_error=self.result_error,
             priority=self.priority,
             progress=None if self.progress is None else json.loads(self.progress),
+            headers=dict(self.headers),
         )
 
 
 def cost(entry: Entry) -> int:
     """What *entry* counts for in a `MemoryBackend`'s budget."""
-    return len(entry.encoded) + len(entry.result or b"") + len(entry.progress or b"") + RECORD_BYTES
+    extra = len(entry.result or b"") + len(entry.progress or b"") + headers_bytes(entry.headers)
+    return len(entry.encoded) + extra + RECORD_BYTES
+
+
+def headers_bytes(headers: dict[str, str] | None) -> int:
+    """What a job's headers count for in a `MemoryBackend`'s budget."""
+    return sum(len(name) + len(value) for name, value in (headers or {}).items())

@@ -33,10 +33,17 @@ def _options_argument(job: NewJob) -> str:
     """The add script's options argument for *job*: '' or a JSON object of those set."""
     options = {
         key: value
-        for key, value in (("a", job.max_attempts), ("t", job.handler_timeout), ("n", job.task))
+        for key, value in (
+            ("a", job.max_attempts),
+            ("t", job.handler_timeout),
+            ("n", job.task),
+            ("m", job.headers or None),
+        )
         if value is not None
     }
-    return json.dumps(options, separators=(",", ":")) if options else ""
+    if not options:
+        return ""
+    return json.dumps(options, separators=(",", ":"), ensure_ascii=False)
 
 
 class Adding(RedisBase):

@@ -10,6 +10,7 @@ import trio
 
 from ..._backend_values import Claim, Renewal
 from ..._exceptions import ConfigurationError
+from ..._job_checks import check_headers
 from ..._job_input import check_options
 from ..._payload import decode_payload
 from ..._records import Job
@@ -51,14 +52,14 @@ def _payload(value: bytes | None) -> Any:
         raise ValueError(f"not JSON ({exc})") from None
 
 
-def _options(value: bytes) -> tuple[int | None, float | None, str | None]:
-    """A claimed job's max_attempts, handler_timeout and task (`_options_argument`).
+def _options(value: bytes) -> tuple[int | None, float | None, str | None, dict[str, str]]:
+    """A claimed job's max_attempts, handler_timeout, task and headers (`_options_argument`).
 
     Raises:
         ValueError: The field is not what trioqueue writes (a record changed by hand).
     """
     if not value:
-        return None, None, None
+        return None, None, None, {}
     try:
         options = json.loads(value)
     except (ValueError, RecursionError):
@@ -68,12 +69,14 @@ def _options(value: bytes) -> tuple[int | None, float | None, str | None]:
     found = options.get("a"), options.get("t"), options.get("n")
     try:
         check_options(*found)
+        headers = check_headers(options.get("m")) or {}
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"bad options (its options field holds max_attempts {found[0]!r}, "
-            f"handler_timeout {found[1]!r}, task {found[2]!r}: {exc})"
+            f"handler_timeout {found[1]!r}, task {found[2]!r}, headers "
+            f"{options.get('m')!r}: {exc})"
         ) from None
-    return found
+    return (*found, headers)
 
 
 def _whole(value: bytes | None) -> int:
@@ -109,7 +112,7 @@ class Claiming(Settling):
             at = _seconds_or_zero(ready_at)
             try:
                 decoded = _payload(payload)
-                max_attempts, timeout, task = _options(options)
+                max_attempts, timeout, task, headers = _options(options)
             except ValueError as exc:
                 job = Job(id=text(job_id), payload=None, attempt=job_attempt)
                 poison = Claim(job=job, token=text(token), ready_at=at)
@@ -123,6 +126,7 @@ class Claiming(Settling):
                 handler_timeout=timeout,
                 task=task,
                 priority=_whole(priority),
+                headers=headers,
             )
             claims.append(Claim(job=job, token=text(token), ready_at=at, suspect=suspect == b"1"))
         return claims

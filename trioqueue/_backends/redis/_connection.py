@@ -13,6 +13,7 @@ record hash, which is the same bytes on every client.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import re
@@ -111,6 +112,13 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
             result = decode_payload(stored)
         except ValueError as exc:  # changed by hand: say so, never raise
             result_error = f"its stored result is not JSON ({exc})"
+    headers: dict[str, str] = {}
+    try:
+        stored_headers = json.loads(fields.get(b"o") or b"{}").get("m") or {}
+        if isinstance(stored_headers, dict):
+            headers = {str(k): str(v) for k, v in stored_headers.items()}
+    except (ValueError, AttributeError, RecursionError):  # changed by hand: never raise
+        pass
     progress: Any = None
     if (reported := fields.get(b"g")) is not None:
         try:
@@ -138,6 +146,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         result_error=result_error,
         priority=int(number("pr")),
         progress=progress,
+        headers=headers,
     )
 
 
