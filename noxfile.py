@@ -25,7 +25,8 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    session.install(".[redis,cli,coredis,http,typed]")  # coredis: the second client's own tests
+    # coredis: the second client's own tests
+    session.install(".[redis,cli,coredis,http,typed,otel]")
     install_group(session, "test")
     # Four test processes per core (pytest-xdist; worksteal evens out the few long tests):
     # most tests wait on Redis, subprocesses and real sleeps. On 2 cores, with 2,128
@@ -68,7 +69,7 @@ def tests_clients(session: nox.Session, client: str) -> None:
     Redis; about 3 minutes each. On glide the cluster's too (``nox -s tests`` runs
     them on hiredis); coredis does not do clusters here.
     """
-    session.install(".[redis,cli,coredis,http,typed]")
+    session.install(".[redis,cli,coredis,http,typed,otel]")
     install_group(session, "test")
     processes = str(min(2 * (os.cpu_count() or 1), 8))
     files = ["tests/contract", "tests/test_cli_redis.py"]
@@ -95,7 +96,7 @@ def docs(session: nox.Session) -> None:
     every reference must resolve (nitpicky), offline (docs/inventories). Graphviz's
     ``dot`` (apt ``graphviz``; CI installs it) draws the job states; without it the
     page shows the drawing's source."""
-    session.install(".[redis,cli,coredis,http,typed]")
+    session.install(".[redis,cli,coredis,http,typed,otel]")
     install_group(session, "docs")
     session.run(
         "sphinx-build", "-E", "-W", "--keep-going", "-n", "-b", "html", "docs", "docs/_build/html"
@@ -105,7 +106,7 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".[redis,cli,coredis,http,typed]")
+    session.install(".[redis,cli,coredis,http,typed,otel]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
 

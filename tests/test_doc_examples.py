@@ -48,6 +48,7 @@ ON_MEMORY = [
     "headers",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
+IN_A_PROCESS = ["tracing"]  # it sets OpenTelemetry's global provider, once per process
 ON_REDIS = ["redis_queue", "image_service", "shared_redis"]
 ON_CLUSTER = ["cluster"]
 HANDLERS = ["images", "mail"]  # what a worker imports; run by the tests beside them
@@ -70,7 +71,9 @@ def shown_output(name: str) -> str:
 
 def test_every_example_is_run_here_and_shown_by_a_page():
     files = {path.stem for path in EXAMPLES.glob("*.py")}
-    assert files == set(ON_MEMORY + THREADED + ON_REDIS + ON_CLUSTER + HANDLERS + EXAMPLE_TESTS)
+    assert files == set(
+        ON_MEMORY + THREADED + IN_A_PROCESS + ON_REDIS + ON_CLUSTER + HANDLERS + EXAMPLE_TESTS
+    )
     pages = "".join(path.read_text() for path in (EXAMPLES.parent).rglob("*.md"))
     readme = [f"readme/{path.name}" for path in (EXAMPLES / "readme").glob("*.py")]
     assert len(readme) == 7  # run by test_readme.py
@@ -153,6 +156,15 @@ def test_the_alerting_rules_name_only_metrics_a_worker_serves():
 def test_a_memory_example_prints_what_its_page_shows(name, capsys):
     trio.run(load(name).main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert capsys.readouterr().out == shown_output(name)
+
+
+@pytest.mark.parametrize("name", IN_A_PROCESS)
+def test_an_example_run_as_a_program_prints_what_its_page_shows(name):
+    result = subprocess.run(
+        [sys.executable, f"{name}.py"],
+        cwd=EXAMPLES, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, shown_output(name)), result.stderr
 
 
 @pytest.mark.parametrize("name", THREADED)

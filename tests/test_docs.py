@@ -13,6 +13,7 @@ from pathlib import Path
 
 import trioqueue
 import trioqueue.http
+import trioqueue.otel
 
 from .class_parts import own_members
 
@@ -37,9 +38,11 @@ def documented() -> dict[str, list[str]]:
 
 
 def public() -> set[str]:
-    return {f"trioqueue.{name}" for name in trioqueue.__all__} | {
-        f"trioqueue.http.{name}" for name in trioqueue.http.__all__
-    }
+    return (
+        {f"trioqueue.{name}" for name in trioqueue.__all__}
+        | {f"trioqueue.http.{name}" for name in trioqueue.http.__all__}
+        | {f"trioqueue.otel.{name}" for name in trioqueue.otel.__all__}
+    )
 
 
 def test_every_public_name_has_its_entry_in_the_reference():

@@ -46,6 +46,7 @@ EXPECTED = {
     "MemoryFull",
     "Metrics",
     "MetricsSnapshot",
+    "Middleware",
     "MissedTicks",
     "NewJob",
     "Queue",
@@ -81,7 +82,7 @@ EXPECTED = {
 
 # Exported names that are type aliases: they cannot carry a runtime docstring or
 # module, so they must be documented in the source (a string right after the alias).
-TYPE_ALIASES = {"AddResult", "Handler", "Handlers"}
+TYPE_ALIASES = {"AddResult", "Handler", "Handlers", "Middleware"}
 CONSTANTS = {"PLACES", "PRIORITIES"}  # documented where assigned, as the type aliases are
 
 PUBLIC = sorted(trioqueue.__all__)

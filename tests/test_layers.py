@@ -98,6 +98,7 @@ TIERS = {
     "_cli._jobs": 5,
     "_cli._serve": 5,
     "http": 4,
+    "otel": 4,
     "http._app": 4,
     "http._access": 4,
     "http._hosts": 4,

@@ -51,6 +51,7 @@ from ._payload import reply_id as reply_id
 from ._pool._config import ShutdownReport as ShutdownReport
 from ._pool._handlers import Handler as Handler
 from ._pool._handlers import Handlers as Handlers
+from ._pool._handlers import Middleware as Middleware
 from ._pool._handlers import dispatch as dispatch
 from ._pool._lifecycle import open_worker_pool as open_worker_pool
 from ._pool._worker_pool import WorkerPool as WorkerPool
@@ -108,6 +109,7 @@ __all__ = [
     "MemoryFull",
     "Metrics",
     "MetricsSnapshot",
+    "Middleware",
     "MissedTicks",
     "NewJob",
     "NoResult",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Unpack, final
 
 from ._backend_values import AddMode, AddResult, NewJob, Receipt
@@ -10,7 +11,7 @@ from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, MutableMapping
 
     from ._backend import Backend
     from ._metrics import Metrics
@@ -33,18 +34,31 @@ class Queue(QueueReads):
         max_payload: The most bytes a payload may take as canonical JSON; a larger
             one is refused with ValueError before anything is sent. 1 MiB by
             default: a queue carries references to bulk data, not the data.
+        on_enqueue: Hooks called, in order, with the headers of each job this
+            queue enqueues (a dict they may change) before it is checked and
+            sent: to add a tenant, or the trace context
+            (`trioqueue.otel.inject_trace_context`). One call of `enqueue_many`
+            calls each once, for the whole batch. A hook that raises stops the
+            enqueue, and nothing is sent.
 
     Raises:
         ConfigurationError: *max_payload* is not a whole number >= 1.
     """
 
-    def __init__(self, backend: Backend, *, max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        max_payload: int = MAX_PAYLOAD,
+        on_enqueue: Iterable[Callable[[MutableMapping[str, str]], None]] = (),
+    ) -> None:
         if isinstance(max_payload, bool) or not isinstance(max_payload, int) or max_payload < 1:
             raise ConfigurationError(
                 f"Queue(max_payload={max_payload!r}): use a whole number of bytes >= 1"
             )
         self._backend = backend
         self._max_payload = max_payload
+        self._on_enqueue = tuple(on_enqueue)
 
     def __repr__(self) -> str:
         return f"<trioqueue.Queue on {self._backend!r}>"
@@ -143,7 +157,7 @@ class Queue(QueueReads):
                 one of `PRIORITIES`.
             IdempotencyConflict: *id* exists with a different payload.
         """
-        job = prepare(payload, id, self._max_payload, **known_options(options))
+        job = prepare(payload, id, self._max_payload, **self._options(options))
         return await self._backend.add(job, AddMode.WAIT)
 
     async def try_enqueue(
@@ -157,7 +171,7 @@ class Queue(QueueReads):
 
         Always checkpoints. If cancelled, nothing was accepted.
         """
-        job = prepare(payload, id, self._max_payload, **known_options(options))
+        job = prepare(payload, id, self._max_payload, **self._options(options))
         return await self._backend.add(job, AddMode.NOWAIT)
 
     async def submit(
@@ -172,7 +186,7 @@ class Queue(QueueReads):
 
         Always checkpoints. If cancelled, nothing was accepted.
         """
-        job = prepare(payload, id, self._max_payload, **known_options(options))
+        job = prepare(payload, id, self._max_payload, **self._options(options))
         return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
@@ -254,6 +268,19 @@ class Queue(QueueReads):
         jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
+    def _options(self, options: JobOptions) -> JobOptions:
+        """*options* checked for typos, with the headers the enqueue hooks give."""
+        options = known_options(options)
+        if not self._on_enqueue:
+            return options
+        given = options.get("headers")
+        if given is not None and not isinstance(given, Mapping):
+            return options  # type: ignore[unreachable]  # a caller not typed: prepare refuses it
+        headers = dict(given or {})
+        for hook in self._on_enqueue:
+            hook(headers)
+        return {**options, "headers": headers or None}
+
     def _prepare_many(
         self,
         payloads: Iterable[Any],
@@ -261,7 +288,7 @@ class Queue(QueueReads):
         options: JobOptions,
     ) -> list[NewJob]:
         """Every job of a batch, checked and encoded, before any is sent."""
-        options = known_options(options)
+        options = self._options(options)
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
             raise TypeError(
                 "enqueue_many takes a list of payloads and a list of ids (one per payload), "

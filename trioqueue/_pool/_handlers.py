@@ -16,6 +16,7 @@ __all__ = [
     "Chosen",
     "Handler",
     "Handlers",
+    "Middleware",
     "Tasks",
     "check_handler",
     "dispatch",
@@ -30,6 +31,9 @@ With ``reply_to``, a return value other than None is published as a new job.
 """
 
 _T = TypeVar("_T")
+
+Middleware: TypeAlias = Callable[[Job, Callable[[Job], Awaitable[object]]], Awaitable[object]]
+"""``async def middleware(job, call_next) -> object``: around each attempt (`open_worker_pool`)."""
 
 Handlers: TypeAlias = Handler | Task | Mapping[str, Handler | Task] | Sequence[Task]
 """What a pool runs: one handler (or `Task`) for every job, or several by task name."""
@@ -51,16 +55,37 @@ class Chosen:
     max_attempts: int | None
     """The attempts the job gets; None for the pool's `RetryPolicy`."""
 
+    middleware: tuple[Middleware, ...] = ()
+    """The pool's middleware, outermost first."""
+
     async def run(self, job: Job, threads: trio.CapacityLimiter) -> object:
-        """Run the handler on *job* (a *run_sync* one in a thread of *threads*)."""
-        if isinstance(self.task, UnknownTask):
-            raise self.task
-        if self.task.payload_type is not None:
-            job = attrs.evolve(job, payload=self.task.typed_payload(job))
-        if self.task.run_sync:
-            # not abandoned on cancel: the thread's work ends before the job is let go
-            return await trio.to_thread.run_sync(self.task.handler, job, limiter=threads)
-        return await self.task.handler(job)
+        """Run the handler on *job* through the middleware (a *run_sync* one in a thread)."""
+
+        async def attempt(job: Job) -> object:
+            if isinstance(self.task, UnknownTask):
+                raise self.task
+            if self.task.payload_type is not None:
+                job = attrs.evolve(job, payload=self.task.typed_payload(job))
+            if self.task.run_sync:
+                # not abandoned on cancel: the thread's work ends before the job is let go
+                return await trio.to_thread.run_sync(self.task.handler, job, limiter=threads)
+            return await self.task.handler(job)
+
+        call: Callable[[Job], Awaitable[object]] = attempt
+        for middleware in reversed(self.middleware):
+            call = _wrapped(middleware, call)
+        return await call(job)
+
+
+def _wrapped(
+    middleware: Middleware, inner: Callable[[Job], Awaitable[object]]
+) -> Callable[[Job], Awaitable[object]]:
+    """*inner*, called through *middleware*."""
+
+    async def call(job: Job) -> object:
+        return await middleware(job, inner)
+
+    return call
 
 
 @final
@@ -74,7 +99,15 @@ class Tasks:
             files a `Task` under another name than its own.
     """
 
-    def __init__(self, handlers: Handlers) -> None:
+    def __init__(self, handlers: Handlers, middleware: Sequence[Middleware] = ()) -> None:
+        self._middleware = tuple(middleware)
+        for each in self._middleware:
+            if not is_handler(each):
+                raise TypeError(
+                    f"open_worker_pool(middleware=...): {each!r} is not an async function; "
+                    "define it as `async def middleware(job, call_next): return await "
+                    "call_next(job)`"
+                )
         self._only: Task | None = None
         self._table: dict[str, Task] = {}
         if isinstance(handlers, Task):
@@ -97,6 +130,7 @@ class Tasks:
             task,
             handler_timeout if timeout is None else timeout,
             _first(job.max_attempts, None if own is None else own.max_attempts),
+            self._middleware,
         )
 
     def find(self, job: Job) -> Task | UnknownTask:

@@ -15,11 +15,11 @@ from ._maintenance import renew_leases, sweep_periodically
 from ._outage import OutageTracker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from .._backend import Backend
     from .._queue import Queue
-from ._handlers import Handlers, Tasks
+from ._handlers import Handlers, Middleware, Tasks
 from ._worker_pool import WorkerPool
 
 __all__ = ["open_worker_pool"]
@@ -49,6 +49,7 @@ async def open_worker_pool(
     reply_to: Queue | None = None,
     give_up_after: float | None = None,
     max_result: int = MAX_PAYLOAD,
+    middleware: Sequence[Middleware] = (),
 ) -> AsyncIterator[WorkerPool]:
     """Run a pool of *workers* tasks calling *handler* on the jobs of *backend*.
 
@@ -112,6 +113,12 @@ async def open_worker_pool(
             stored: the job completes all the same (its work is done; running it
             again would repeat that), a WARNING says why, and `Queue.result`
             raises `ResultNotStored` with the reason.
+        middleware: Async functions around each attempt, outermost first:
+            ``async def middleware(job, call_next): ... return await
+            call_next(job)``. Each sees the job and what the handler returned or
+            raised, within the attempt's timeout; for tracing
+            (`trioqueue.otel.trace_attempts`), timing or logging context. What one
+            returns is the attempt's result, and what it raises fails the attempt.
 
     Raises:
         BackendUnavailable: The backend stayed unreachable for *give_up_after*
@@ -120,7 +127,7 @@ async def open_worker_pool(
         ConfigurationError: A setting is out of range; the message names it.
         TypeError: *handler* is not an async function (nor a `Task`).
     """
-    tasks = Tasks(handler)
+    tasks = Tasks(handler, middleware)
     config = PoolConfig(
         workers=workers,
         retry=RetryPolicy() if retry is None else retry,
