@@ -1091,6 +1091,9 @@ def test_queue_show_and_configure_read_and_change_the_settings(target):
     assert "follow the new settings at once" in changed.stderr
     as_json = json.loads(target.run("queue", "show", "--json").stdout)
     assert as_json == {"capacity": 3, "reliable": True, "key_ttl": None, "paused": False}
+    configured = target.run("queue", "configure", "--capacity", "4", "--json")
+    assert configured.returncode == 0, configured.stderr
+    assert json.loads(configured.stdout)["capacity"] == 4
     refused = target.run("queue", "configure", "--mode", "simple")
     assert refused.returncode == 2
     assert "holds 1 waiting and 0 claimed jobs" in refused.stderr

@@ -193,6 +193,9 @@ async def test_a_pause_is_stored_with_the_queue_and_every_process_follows_it(
             )
         return trioqueue.RedisBackend(redis_server.url, queue=name, min_idle=30)
 
+    async with open_backend() as reader:  # reading creates no queue
+        assert not await reader.is_paused()
+        assert await reader.stored_settings() is None
     async with open_backend() as operator, open_backend() as worker:
         await Queue(operator).enqueue("x", id="x")
         await Queue(operator).pause()

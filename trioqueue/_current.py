@@ -7,9 +7,10 @@ How a handler reaches its Redis (`current_backend`) and reports how far it got
 from __future__ import annotations
 
 import contextvars
+import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from ._exceptions import TrioqueueError
+from ._exceptions import BackendRefused, BackendUnavailable, TrioqueueError
 from ._payload import canonical_json
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ __all__ = ["MAX_PROGRESS", "current_backend", "report_progress", "running", "run
 
 _BACKEND: Final[contextvars.ContextVar[Backend]] = contextvars.ContextVar("trioqueue_backend")
 _CLAIM: Final[contextvars.ContextVar[Claim]] = contextvars.ContextVar("trioqueue_claim")
+
+logger = logging.getLogger("trioqueue.pool")
 
 MAX_PROGRESS: Final = 64 * 1024
 """The most bytes a progress report may take as JSON."""
@@ -68,7 +71,9 @@ async def report_progress(progress: Any) -> bool:
 
     Returns:
         Whether it was kept: False when the job's claim is no longer held (its
-        lease ran out, or it was cancelled).
+        lease ran out, or it was cancelled), or when the backend could not keep it
+        (unreachable, out of memory: a WARNING says so). A report that fails
+        never fails the job.
 
     Raises:
         TrioqueueError: No worker pool runs the calling code.
@@ -90,4 +95,8 @@ async def report_progress(progress: Any) -> bool:
             f"the progress takes {len(encoded):,} bytes as JSON, over {MAX_PROGRESS:,} bytes; "
             "report a summary (a fraction, counts), and keep details elsewhere"
         )
-    return await backend.set_progress(claim, encoded)
+    try:
+        return await backend.set_progress(claim, encoded)
+    except (BackendUnavailable, BackendRefused) as exc:
+        logger.warning("job %s: its progress was not kept: %s", claim.job.id, exc)
+        return False

@@ -28,6 +28,8 @@ def is_handler(target: object) -> bool:
 
 def _check(instance: Task) -> None:
     """Refuse a task whose settings no job could take, naming the setting."""
+    if not isinstance(instance.name, str):
+        raise TypeError(f"Task(name=...) takes the task's name (a str), not {instance.name!r}")
     check_task(instance.name)
     check_attempts_and_timeout(instance.max_attempts, instance.handler_timeout)
     if instance.priority is not None:
@@ -124,9 +126,10 @@ class Task:
             return payload
         msgspec = _msgspec()
         try:
-            if not _is_instance(payload, self.payload_type):
-                payload = msgspec.convert(payload, self.payload_type)
-            return msgspec.to_builtins(payload)
+            # an instance is checked too: a dataclass or attrs class does not check
+            # its own fields' types when it is made
+            fields = msgspec.to_builtins(payload)
+            return msgspec.to_builtins(msgspec.convert(fields, self.payload_type))
         except (msgspec.ValidationError, TypeError) as exc:
             raise ValueError(
                 f"the payload does not fit the payload_type of task {self.name!r} "
@@ -161,14 +164,6 @@ def _msgspec() -> ModuleType:
             "a Task's payload_type needs msgspec: pip install 'trioqueue[typed]'"
         ) from None
     return msgspec
-
-
-def _is_instance(payload: object, payload_type: object) -> bool:
-    """Whether *payload* is already an instance of *payload_type* (False for a TypedDict)."""
-    try:
-        return isinstance(payload_type, type) and isinstance(payload, payload_type)
-    except TypeError:  # a TypedDict or a generic alias: only its fields are instances
-        return False
 
 
 def _type_name(payload_type: object) -> str:

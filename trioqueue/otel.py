@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import trio
 from opentelemetry import propagate, trace
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ async def trace_attempts(job: Job, call_next: Callable[[Job], Awaitable[object]]
     The span is named ``"<task> process"`` (``"job process"`` without a task), of
     kind CONSUMER, with ``messaging.system`` (``trioqueue``), ``messaging.message.id``
     (the job id), ``trioqueue.attempt`` and, with a task, ``trioqueue.task``. An
-    exception the handler raises is recorded on it, with the status ERROR; the
+    exception the handler raises is recorded on it, with the status ERROR (a
+    cancelled attempt, by a timeout or a shutdown, ends with ERROR too); the
     handler's own spans (``trace.get_current_span()``) are this one and its children.
     """
     parent = propagate.extract(job.headers)
@@ -60,5 +62,15 @@ async def trace_attempts(job: Job, call_next: Callable[[Job], Awaitable[object]]
         context=parent,
         kind=trace.SpanKind.CONSUMER,
         attributes=attributes,
-    ):
-        return await call_next(job)
+    ) as span:
+        try:
+            return await call_next(job)
+        except trio.Cancelled:
+            # a BaseException, which the span does not record by itself
+            span.set_status(
+                trace.Status(
+                    trace.StatusCode.ERROR,
+                    "cancelled: a handler timeout, a cancel of the job, or a shutdown",
+                )
+            )
+            raise

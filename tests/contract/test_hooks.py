@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -91,8 +92,12 @@ async def test_the_handlers_span_continues_the_producers_trace(make_backend, aut
     async def fails(job: trioqueue.Job) -> None:
         raise ValueError("no stock")
 
+    async def stalls(job: trioqueue.Job) -> None:
+        await trio.sleep(60)
+
     await queue.enqueue(2, id="o2", task="fails", max_attempts=1)  # no producer span
-    tasks = {"ship": ship, "fails": fails}
+    await queue.enqueue(3, id="o3", task="stalls", max_attempts=1, handler_timeout=1)
+    tasks = {"ship": ship, "fails": fails, "stalls": stalls}
     async with trioqueue.open_worker_pool(backend, tasks, middleware=[trace_attempts]):
         pass
     finished = {span.name: span for span in spans.get_finished_spans()}
@@ -109,3 +114,6 @@ async def test_the_handlers_span_continues_the_producers_trace(make_backend, aut
     assert failed.parent is None  # enqueued outside any span: a trace of its own
     assert failed.status.status_code is trace.StatusCode.ERROR
     assert [event.name for event in failed.events] == ["exception"]
+    stalled = finished["stalls process"]  # its timeout cancelled it: a failed attempt too
+    assert stalled.status.status_code is trace.StatusCode.ERROR
+    assert "cancelled" in (stalled.status.description or "")

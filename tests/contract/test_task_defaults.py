@@ -192,6 +192,7 @@ def _plain(job: trioqueue.Job) -> None:
         (lambda: Task("p", _plain), TypeError, "run_sync=True"),
         (lambda: Task("s", _sleeps, run_sync=True), TypeError, "an async function runs"),
         (lambda: Task("", _sleeps), ValueError, "1 to 200"),
+        (lambda: Task(None, _sleeps), TypeError, "the task's name"),  # type: ignore[arg-type]
         (lambda: Task("t", _sleeps, max_attempts=0), ValueError, "at least one attempt"),
         (lambda: Task("t", _sleeps, handler_timeout=-1), ValueError, "more than 0"),
         (lambda: Task("t", _sleeps, priority=5), ValueError, "from -2"),
@@ -207,6 +208,9 @@ async def test_a_pool_refuses_a_table_whose_names_disagree(make_backend):
     backend = await make_backend()
     with pytest.raises(trioqueue.ConfigurationError, match="'send' is filed under 'mail'"):
         async with trioqueue.open_worker_pool(backend, {"mail": Task("send", _sleeps)}):
+            pass
+    with pytest.raises(TypeError, match="must be an async function"):
+        async with trioqueue.open_worker_pool(backend, "send"):  # type: ignore[arg-type]
             pass
     twice = [Task("send", _sleeps), Task("send", _fails)]
     with pytest.raises(trioqueue.ConfigurationError, match="two tasks named 'send'"):

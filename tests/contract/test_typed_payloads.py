@@ -47,7 +47,9 @@ async def test_a_payload_is_checked_at_enqueue_and_a_bad_one_stores_nothing(make
         await queue.enqueue_many(
             [{"url": "a", "width": 1}, {"url": "b", "width": None}], task=resize
         )
-    assert [await backend.status(job_id) for job_id in ("bad", "short")] == [None, None]
+    with pytest.raises(ValueError, match=r"Expected `int`, got `str` - at `\$.width`"):
+        await queue.enqueue(Resize("a.png", "wide"), id="made", task=resize)  # type: ignore[arg-type]
+    assert [await backend.status(job_id) for job_id in ("bad", "short", "made")] == [None] * 3
     assert await backend.pending() == 0
 
 

@@ -62,8 +62,9 @@ async def run_queue(args: argparse.Namespace) -> int:
         if args.action in ("pause", "resume"):
             return await _pause_or_resume(backend, args)
         after = await backend.configure(**changes)
+        paused = await backend.is_paused()
     if args.json:
-        print(_shown(after, True, await backend.is_paused()))
+        print(_shown(after, True, paused))
     else:
         print(f"{printable(args.queue)}: {_changed(before, after)}")
     print(

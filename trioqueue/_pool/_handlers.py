@@ -35,7 +35,7 @@ _T = TypeVar("_T")
 Middleware: TypeAlias = Callable[[Job, Callable[[Job], Awaitable[object]]], Awaitable[object]]
 """``async def middleware(job, call_next) -> object``: around each attempt (`open_worker_pool`)."""
 
-Handlers: TypeAlias = Handler | Task | Mapping[str, Handler | Task] | Sequence[Task]
+Handlers: TypeAlias = Handler | Task | Mapping[str, Handler | Task] | list[Task] | tuple[Task, ...]
 """What a pool runs: one handler (or `Task`) for every job, or several by task name."""
 
 
@@ -114,7 +114,7 @@ class Tasks:
             self._only = handlers
         elif isinstance(handlers, Mapping):
             self._table = _table(handlers)
-        elif isinstance(handlers, Sequence):
+        elif isinstance(handlers, list | tuple):
             self._table = _listed(handlers)
         else:
             check_handler(handlers)
@@ -199,7 +199,9 @@ def _listed(tasks: Sequence[Task]) -> dict[str, Task]:
     return table
 
 
-def dispatch(handlers: Mapping[str, Handler | Task] | Sequence[Task]) -> Handler:
+def dispatch(
+    handlers: Mapping[str, Handler | Task] | list[Task] | tuple[Task, ...],
+) -> Handler:
     """One handler that runs each job with the handler its task names (`Job.task`).
 
     A job with no task, or a task this pool does not know, fails its attempt with

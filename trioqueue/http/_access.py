@@ -59,7 +59,8 @@ class Access:
             return error(
                 403,
                 "admin_off",
-                "requeueing, purging and cancelling are off: start the service with --admin-token "
+                "requeueing, purging, cancelling and pausing are off: start the service with "
+                "--admin-token "
                 "(or TRIOQUEUE_ADMIN_TOKEN) and send it as Authorization: Bearer <token>",
             )
         if self._token_given(request):

@@ -93,7 +93,7 @@ def create_app(
     if admin_token is not None and not admin_token.strip():
         raise ConfigurationError(
             "create_app(admin_token=''): give a token (a long random string), or None to "
-            "keep requeueing, purging and cancelling off"
+            "keep requeueing, purging, cancelling and pausing off"
         )
     for limit, value in (
         ("max_body", max_body),

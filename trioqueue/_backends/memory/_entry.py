@@ -110,4 +110,4 @@ def cost(entry: Entry) -> int:
 
 def headers_bytes(headers: dict[str, str] | None) -> int:
     """What a job's headers count for in a `MemoryBackend`'s budget."""
-    return sum(len(name) + len(value) for name, value in (headers or {}).items())
+    return sum(len(name.encode()) + len(value.encode()) for name, value in (headers or {}).items())

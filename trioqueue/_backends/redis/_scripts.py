@@ -47,6 +47,7 @@ READ_ONLY: Final = frozenset(
         "events",
         "job_ids",
         "progress",
+        "pause",  # writes its flag only: is_paused must not create a queue
     }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""
@@ -74,6 +75,7 @@ FLAGS: Final = {
     "job_ids": "no-writes,allow-oom",
     "cancel": "allow-oom",  # it frees room
     "pause": "allow-oom",  # a flag: pausing a full Redis is how to stop the load on it
+    "progress": "allow-oom",  # one field replaced: a full Redis must not fail the handler
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""
 

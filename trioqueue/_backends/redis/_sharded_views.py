@@ -204,16 +204,19 @@ class ShardedViews(ShardsBase):
     async def pause(self) -> None:
         """Pause every shard, in order; see `Backend.pause`.
 
-        Cancellation: a checkpoint; a cancelled call keeps the shards paused before
-        the cancellation: run it again to finish.
+        Cancellation: a checkpoint; once the first shard is paused it pauses them all.
         """
-        for shard in self._shards:
-            await shard.pause()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):
+            for shard in self._shards:
+                await shard.pause()
 
     async def resume(self) -> None:
         """Resume every shard, in order; see `Backend.resume` (cancelled, as `pause`)."""
-        for shard in self._shards:
-            await shard.resume()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):
+            for shard in self._shards:
+                await shard.resume()
 
     async def is_paused(self) -> bool:
         """Whether any shard is paused (all are, unless a `pause` or `resume` was cut short)."""
