@@ -1561,12 +1561,15 @@ def test_enqueue_takes_a_priority_and_stats_count_each_level(target):
 def test_jobs_lists_each_place_with_state_and_attempts(target):
     target.enqueue_lines(2)  # j0, j1
     assert target.run_here("enqueue", "--id", "later", "--delay", "60", '"x"').returncode == 0
+    after = target.run_here("enqueue", "--id", "next", "--after", "j1", '"y"')
+    assert (after.returncode, after.stdout) == (0, "next waiting for the jobs it runs after\n")
     listed = target.run_here("jobs")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
         "ready      j0  received  0",
         "ready      j1  received  0",
         "scheduled  later  scheduled  0",
+        "deferred   next  deferred  0",
     ]
     as_json = target.run_here("jobs", "scheduled", "--json")
     assert json.loads(as_json.stdout) == {
@@ -1578,7 +1581,18 @@ def test_jobs_lists_each_place_with_state_and_attempts(target):
     assert target.run_here("jobs", "ready", "--limit", "1").stdout == "ready      j0  received  0\n"
     wrong = target.run("jobs", "running")
     assert wrong.returncode == 2
-    assert "'running' is not a place: name ready, stored, scheduled, claimed" in wrong.stderr
+    assert "'running' is not a place: name ready, stored, scheduled, deferred, claimed" in (
+        wrong.stderr
+    )
+    unknown = target.run_here("enqueue", "--after", "nobody", '"z"')
+    assert unknown.returncode == 1
+    assert "no job 'nobody' among the queue's jobs" in unknown.stderr
+    assert unknown.stdout == ""
+    lines = target.run_here("enqueue", "--after", "nobody", stdin='"a"\n"b"\n')
+    assert lines.returncode == 1
+    assert lines.stdout == (
+        "accepted 0, deduplicated 0, conflicts 0, refused 2 (a job named in --after is unknown)\n"
+    )
 
 
 def test_an_unknown_id_points_to_the_command_that_lists_jobs(target):

@@ -46,6 +46,7 @@ ON_MEMORY = [
     "pause",
     "progress",
     "headers",
+    "workflows",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 IN_A_PROCESS = ["tracing"]  # it sets OpenTelemetry's global provider, once per process

@@ -24,6 +24,7 @@ EXPECTED = {
     "CancelResult",
     "Claim",
     "ConfigurationError",
+    "DependencyNotFound",
     "Drop",
     "ErrorInfo",
     "Gauges",

@@ -298,3 +298,61 @@ async def test_a_worker_killed_while_its_queue_is_paused_loses_nothing(redis_ser
         assert sorted(runs) == ["j1", "j2", "j3", "j4", "j5", "victim"]
         stats = await backend.stats()
         assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (6, 0, 0)
+
+
+async def test_a_killed_worker_and_a_redis_restart_leave_every_chain_whole(
+    own_server: RedisServer,
+):
+    """A chain's parent held by a killed worker runs again, then its followers, in order.
+
+    The worker dies holding the first job of a chain; the server then stops and
+    restarts from its append-only file mid-run. Each job still runs after the one
+    before it completed, and every chain finishes, nothing lost.
+    """
+    name, chains, length, min_idle = queue_name(), 30, 4, 1.0
+    async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=min_idle) as backend:
+        queue = Queue(backend)
+        await queue.enqueue_chain(["v", "w"], ids=["victim", "victim:after"])
+        await start_and_kill_mid_handler(own_server.url, name, min_idle)
+        record = await queue.status("victim:after")
+        assert record is not None
+        assert record.state is trioqueue.JobState.DEFERRED
+        for c in range(chains):
+            await queue.enqueue_chain(
+                list(range(length)), ids=[f"c{c}:{step}" for step in range(length)]
+            )
+        started: dict[str, int] = {}
+        completed: set[str] = set()
+        order_broken: list[str] = []
+        a_quarter_done = trio.Event()
+
+        async def handler(job: trioqueue.Job) -> None:
+            chain, _, step = job.id.partition(":")
+            before = f"{chain}:{int(step) - 1}" if step.isdigit() and step != "0" else None
+            if job.id == "victim:after":
+                before = "victim"
+            if before is not None and before not in completed:
+                order_broken.append(job.id)
+            started[job.id] = started.get(job.id, 0) + 1
+            await trio.sleep(0.01)
+            completed.add(job.id)
+            if len(completed) >= chains * length // 4:
+                a_quarter_done.set()
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=8, sweep_interval=0.2, poll_interval=0.2
+        ) as pool:
+            await a_quarter_done.wait()
+            await trio.to_thread.run_sync(own_server.stop)  # down mid-run
+            await trio.sleep(1.5)
+            await trio.to_thread.run_sync(own_server.start)
+            pool.mark_producer_finished()
+            with trio.fail_after(60):
+                await pool.wait_stopped()
+        expected = {f"c{c}:{step}" for c in range(chains) for step in range(length)}
+        assert completed == expected | {"victim", "victim:after"}
+        assert order_broken == []
+        stats = await backend.stats()
+        assert (stats.gauges.held, stats.gauges.deferred, stats.dead_lettered) == (0, 0, 0)
+        assert stats.recovered >= 1  # the killed worker's job came back
+        assert stats.conserved

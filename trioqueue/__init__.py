@@ -32,6 +32,7 @@ from ._exceptions import BackendOutOfMemory as BackendOutOfMemory
 from ._exceptions import BackendRefused as BackendRefused
 from ._exceptions import BackendUnavailable as BackendUnavailable
 from ._exceptions import ConfigurationError as ConfigurationError
+from ._exceptions import DependencyNotFound as DependencyNotFound
 from ._exceptions import Drop as Drop
 from ._exceptions import IdempotencyConflict as IdempotencyConflict
 from ._exceptions import InvalidTransition as InvalidTransition
@@ -89,6 +90,7 @@ __all__ = [
     "CancelResult",
     "Claim",
     "ConfigurationError",
+    "DependencyNotFound",
     "Drop",
     "ErrorInfo",
     "Gauges",

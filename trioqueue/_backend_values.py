@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 import attrs
 
-from ._exceptions import ConfigurationError, IdempotencyConflict, QueueFull
+from ._exceptions import ConfigurationError, DependencyNotFound, IdempotencyConflict, QueueFull
 from ._records import Retention
 
 if TYPE_CHECKING:
@@ -30,10 +30,11 @@ __all__ = [
 ]
 
 
-PLACES: Final = ("ready", "stored", "scheduled", "claimed", "dead", "finished")
+PLACES: Final = ("ready", "stored", "scheduled", "deferred", "claimed", "dead", "finished")
 """Where a job can be, for `Backend.job_ids`: on the ready queue; stored for want of
-room there; waiting for its due time; claimed by a worker (running, or waiting out a
-retry's backoff); a dead letter; finished and kept by the retention."""
+room there; waiting for its due time; waiting for the jobs it runs after; claimed by
+a worker (running, or waiting out a retry's backoff); a dead letter; finished and
+kept by the retention."""
 
 
 def _check_count(call: str, name: str, value: object) -> None:
@@ -134,6 +135,8 @@ class NewJob:
     """The job's level, one of `PRIORITIES`: a claim takes the highest level first."""
     headers: dict[str, str] | None = None
     """The producer's metadata for the job (`Job.headers`); None for none."""
+    after: tuple[str, ...] = ()
+    """The ids of the jobs it runs after (`JobState.DEFERRED`); empty for none."""
 
 
 @attrs.frozen
@@ -150,9 +153,11 @@ class Receipt:
     for its due time."""
     scheduled: bool = False
     """True when the job waits for its due time (`JobState.SCHEDULED`)."""
+    deferred: bool = False
+    """True when the job waits for the jobs it runs after (`JobState.DEFERRED`)."""
 
 
-AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull
+AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull | DependencyNotFound
 """One job's fate in a bulk enqueue: its receipt, or the error a single enqueue raises."""
 
 

@@ -127,6 +127,22 @@ class JobNotFound(TrioqueueError, LookupError):
         )
 
 
+class DependencyNotFound(JobNotFound):
+    """A job names, in ``after=``, a job the backend does not know; it was not accepted."""
+
+    def __init__(self, job_id: str, parent: str) -> None:
+        #: The job that was not accepted.
+        self.child = job_id
+        super().__init__(
+            parent,
+            f"queue's jobs, for job {job_id!r} to run after",
+            "enqueue that job first (a chain in one batch: Queue.enqueue_chain), or check "
+            "the id; a finished job is forgotten once the backend's retention has passed, "
+            f"so keep finished records longer for jobs that run after it. Job {job_id!r} "
+            "was not accepted",
+        )
+
+
 class UnknownTask(TrioqueueError, LookupError):
     """A job names a task that its worker has no handler for (see `dispatch`).
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from collections.abc import Mapping  # noqa: TC003 - JobOptions is read at run time (docs)
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias, TypedDict
 
-from ._backend_values import NewJob
+from ._backend_values import NewJob, Receipt
 from ._job_checks import check_attempts_and_timeout, check_headers, check_priority, check_task
 from ._payload import (
     MAX_ID_LENGTH,
@@ -40,6 +40,11 @@ class JobOptions(TypedDict, total=False):
     task: str | Task | None
     priority: int | None
     headers: Mapping[str, str] | None
+    after: Iterable[str | Receipt] | None
+
+
+MAX_AFTER = 100
+"""The most jobs one job may run after."""
 
 
 def due_time(
@@ -104,6 +109,7 @@ def prepare(
     task: str | Task | None = None,
     priority: int | None = None,
     headers: Mapping[str, str] | None = None,
+    after: Iterable[str | Receipt] | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
 
@@ -124,17 +130,13 @@ def prepare(
     checked_headers = check_headers(headers)
     if job_id is None:
         job_id = new_job_id()
-    elif not isinstance(job_id, str):
-        raise TypeError(f"a job id must be a str, not {type(job_id).__name__}; pass id=str(...)")
-    elif not job_id or len(job_id) > MAX_ID_LENGTH:
-        raise ValueError(
-            f"a job id must be 1 to {MAX_ID_LENGTH} characters long, got {len(job_id)}; "
-            "leave id=None for a fresh one"
-        )
-    elif not job_id.isascii() and not _is_unicode_text(job_id):
-        raise ValueError(
-            f"a job id must be text that UTF-8 can encode; {job_id!r} holds a lone surrogate "
-            "(half of a character): fix what made it, or leave id=None for a fresh one"
+    else:
+        _check_id(job_id, "a job id", "leave id=None for a fresh one")
+    parents = _check_after(after, job_id)
+    if parents and (seconds is not None or epoch is not None):
+        raise TypeError(
+            "a job runs after=[...] other jobs or at a due time (delay=, at=), not both: "
+            "it starts as soon as the jobs it runs after complete"
         )
     encoded = canonical_json(payload)
     if len(encoded) > max_payload:
@@ -154,7 +156,47 @@ def prepare(
         task=task,
         priority=priority,
         headers=checked_headers,
+        after=parents,
     )
+
+
+def _check_id(job_id: object, what: str, fix: str) -> None:
+    """Raise TypeError or ValueError, saying *what* the id is and how to *fix* it, unless valid."""
+    if not isinstance(job_id, str):
+        raise TypeError(f"{what} must be a str, not {type(job_id).__name__}; pass str(...)")
+    if not job_id or len(job_id) > MAX_ID_LENGTH:
+        raise ValueError(
+            f"{what} must be 1 to {MAX_ID_LENGTH} characters long, got {len(job_id)}; {fix}"
+        )
+    if not job_id.isascii() and not _is_unicode_text(job_id):
+        raise ValueError(
+            f"{what} must be text that UTF-8 can encode; {job_id!r} holds a lone surrogate "
+            f"(half of a character): fix what made it, or {fix}"
+        )
+
+
+def _check_after(after: Iterable[str | Receipt] | None, job_id: str) -> tuple[str, ...]:
+    """The ids of the jobs *job_id* runs after, each once, in order; TypeError or ValueError."""
+    if after is None:
+        return ()
+    if isinstance(after, str | Receipt) or not isinstance(after, Iterable):
+        raise TypeError(
+            f"after= takes a list of job ids (or Receipts), not {type(after).__name__}; for "
+            "one job write after=[receipt]"
+        )
+    parents: dict[str, None] = {}
+    for item in after:
+        parent = item.id if isinstance(item, Receipt) else item
+        _check_id(parent, "an id in after=", "pass the ids (or Receipts) enqueue returned")
+        if parent == job_id:
+            raise ValueError(f"job {job_id!r} cannot run after itself: drop it from after=")
+        parents[parent] = None
+    if len(parents) > MAX_AFTER:
+        raise ValueError(
+            f"a job runs after at most {MAX_AFTER} jobs, got {len(parents)}: run it after one "
+            "job that runs after them all"
+        )
+    return tuple(parents)
 
 
 def known_options(options: JobOptions) -> JobOptions:

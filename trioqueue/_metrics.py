@@ -183,6 +183,9 @@ class Gauges:
     """Jobs stored until their due time: delayed jobs (``enqueue(..., delay=...)``),
     and retries given back mid-backoff by a pool that stopped or crashed. Not on the
     ready queue, not counted against its capacity."""
+    deferred: int = 0
+    """Jobs waiting for the jobs they run after (``enqueue(..., after=[...])``); not
+    on the ready queue, not counted against its capacity."""
     ready_by_priority: Mapping[int, int] = attrs.field(factory=_none_by_level, hash=False)
     """Jobs on the ready queue by priority level, every level of `PRIORITIES` in
     its order (highest first); they add up to *queue_depth*."""
@@ -190,7 +193,7 @@ class Gauges:
     @property
     def held(self) -> int:
         """Jobs the backend holds that are not finished."""
-        return self.backlog + self.inflight + self.retry_waiting + self.scheduled
+        return self.backlog + self.inflight + self.retry_waiting + self.scheduled + self.deferred
 
 
 @attrs.frozen
@@ -265,7 +268,7 @@ class MetricsSnapshot:
             "counters: " + ", ".join(f"{name}={getattr(self, name)}" for name in COUNTER_NAMES),
             f"gauges:   queue_depth={g.queue_depth}, backlog={g.backlog}, "
             f"inflight={g.inflight}, retry_waiting={g.retry_waiting}, "
-            f"scheduled={g.scheduled}, dead={g.dead}",
+            f"scheduled={g.scheduled}, deferred={g.deferred}, dead={g.dead}",
         ]
         for name in ("queue_wait", "handler_time", "end_to_end"):
             h: HistogramSnapshot = getattr(self, name)

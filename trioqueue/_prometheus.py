@@ -133,6 +133,10 @@ QUEUE_GAUGE_HELP: Final = {
         "scheduled",
         "Jobs stored until their due time now (delayed jobs): not yet on the ready list.",
     ),
+    "trioqueue_queue_deferred": (
+        "deferred",
+        "Jobs waiting now for the jobs they run after: not yet on the ready list.",
+    ),
 }
 """Each gauge of what the queue holds: metric name → (`Gauges` attribute, meaning)."""
 

@@ -147,15 +147,26 @@ class Queue(QueueReads):
             headers: Metadata for the job, a dict of text to text (a tenant, trace
                 context; at most 64, 8 KiB in all): stored with it, and read by its
                 handler as `Job.headers`.
+            after: The jobs this one runs after, by id or `Receipt` (at most 100):
+                it waits (`JobState.DEFERRED`, ``Receipt.deferred``), taking no room,
+                until the last of them completes, then goes on the ready queue. If one
+                of them fails (a dead letter), is dropped or is cancelled, this job
+                becomes a dead letter whose reason names it, and so do the jobs
+                after this one. Jobs completed already count as done. Not with
+                *delay* or *at*. A requeued dead letter runs at once: requeue the
+                failed job first, and its followers once it completes.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
-                *delay* and *at* are both given or of the wrong type.
+                *delay* and *at* are both given or of the wrong type, or *after*
+                is given with either.
             ValueError: *id* is empty or too long, *payload* is larger than
                 *max_payload* or nests lists and dicts more than 100 levels deep,
-                *delay* is negative, *at* has no time zone, or *priority* is not
-                one of `PRIORITIES`.
+                *delay* is negative, *at* has no time zone, *priority* is not
+                one of `PRIORITIES`, or *after* holds a bad id or this job's own.
             IdempotencyConflict: *id* exists with a different payload.
+            DependencyNotFound: A job named in *after* is unknown (never enqueued,
+                or forgotten after the retention); this job was not accepted.
         """
         job = prepare(payload, id, self._max_payload, **self._options(options))
         return await self._backend.add(job, AddMode.WAIT)
@@ -223,6 +234,8 @@ class Queue(QueueReads):
             task: The task name of every job of the batch, as for `enqueue`.
             priority: The level of every job of the batch, as for `enqueue`.
             headers: The headers of every job of the batch, as for `enqueue`.
+            after: The jobs every job of the batch runs after, as for `enqueue`; a
+                job's place holds the `DependencyNotFound` when one is unknown.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;
@@ -268,6 +281,36 @@ class Queue(QueueReads):
         jobs = self._prepare_many(payloads, ids, options)
         return await self._backend.add_many(jobs, AddMode.SUBMIT)
 
+    async def enqueue_chain(
+        self,
+        payloads: Iterable[Any],
+        *,
+        ids: Iterable[str | None] | None = None,
+        **options: Unpack[JobOptions],
+    ) -> list[AddResult]:
+        """Add jobs that run one after another: each starts once the one before completes.
+
+        The first job runs after the jobs *after* names, if any (else it is ready at
+        once); each other one is enqueued with ``after=[the one before]``. If a job of
+        the chain fails, is dropped or is cancelled, the rest become dead letters
+        that name it. The batch goes as `enqueue_many` sends one (on Redis, 500
+        jobs per round trip), checked before anything is sent, and the other
+        options apply to every job. Enqueue it again with the same *ids* to
+        finish a chain cut short: the accepted jobs are deduplicated.
+
+        To run jobs side by side and wait for them all (a group), enqueue them with
+        `enqueue_many` and read `results`; to run a job once they all complete,
+        enqueue it with ``after=`` their receipts.
+
+        Always checkpoints. If cancelled while the first job waits for room, nothing
+        was accepted; the others never wait.
+
+        Raises:
+            TypeError, ValueError: As `enqueue_many` says.
+        """
+        jobs = self._prepare_many(payloads, ids, options, chain=True)
+        return await self._backend.add_many(jobs, AddMode.WAIT)
+
     def _options(self, options: JobOptions) -> JobOptions:
         """*options* checked for typos, with the headers the enqueue hooks give."""
         options = known_options(options)
@@ -286,8 +329,13 @@ class Queue(QueueReads):
         payloads: Iterable[Any],
         ids: Iterable[str | None] | None,
         options: JobOptions,
+        *,
+        chain: bool = False,
     ) -> list[NewJob]:
-        """Every job of a batch, checked and encoded, before any is sent."""
+        """Every job of a batch, checked and encoded, before any is sent.
+
+        *chain*: each job after the first runs after the one before it.
+        """
         options = self._options(options)
         if isinstance(ids, str) or isinstance(payloads, str | bytes):
             raise TypeError(
@@ -301,8 +349,10 @@ class Queue(QueueReads):
                 f"enqueue_many got {len(payloads)} payloads and {len(chosen)} ids: pass one id "
                 "per payload (None for a fresh one), or ids=None"
             )
-        jobs = []
+        jobs: list[NewJob] = []
         for n, (payload, job_id) in enumerate(zip(payloads, chosen, strict=True)):
+            if chain and jobs:
+                options = {**options, "after": [jobs[-1].id]}
             try:
                 jobs.append(prepare(payload, job_id, self._max_payload, **options))
             except (TypeError, ValueError) as exc:

@@ -36,6 +36,11 @@ class JobState(enum.StrEnum):
 
     #: Accepted and waiting for its first attempt.
     RECEIVED = "received"
+    #: Accepted to run after other jobs (``enqueue(..., after=[...])``): stored,
+    #: not claimable, taking no room, until the last of them completes; it then
+    #: becomes `RECEIVED`. When one of them fails, is dropped or is cancelled, it
+    #: becomes a dead letter (`FAILED`) whose reason names that job.
+    DEFERRED = "deferred"
     #: Accepted with a due time still to come (``enqueue(..., delay=...)``): stored,
     #: not claimable before it; it becomes `RECEIVED` when due.
     SCHEDULED = "scheduled"
@@ -56,6 +61,8 @@ class JobState(enum.StrEnum):
 TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
     # claimed by a pool; or cancelled while it waited
     JobState.RECEIVED: frozenset({JobState.PROCESSING, JobState.CANCELLED}),
+    # the jobs it runs after completed; or one of them did not; or cancelled
+    JobState.DEFERRED: frozenset({JobState.RECEIVED, JobState.FAILED, JobState.CANCELLED}),
     # due: on the ready queue (or stored unqueued while it is full); or cancelled
     JobState.SCHEDULED: frozenset({JobState.RECEIVED, JobState.CANCELLED}),
     JobState.PROCESSING: frozenset(
@@ -172,6 +179,9 @@ class JobRecord:
     """What the job's handler last reported with `report_progress`, decoded from
     JSON; None until it reports. Kept after the job finishes, and across its
     attempts until the next report."""
+    after: tuple[str, ...] = ()
+    """The ids of the jobs it was enqueued to run after (``enqueue(...,
+    after=[...])``), in the order given; empty for a job that waited for none."""
 
 
 @attrs.frozen

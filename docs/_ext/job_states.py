@@ -27,6 +27,10 @@ S = JobState
 CAUSES: dict[tuple[JobState | None, JobState], str] = {
     (None, S.RECEIVED): "enqueue",
     (None, S.SCHEDULED): "enqueue(delay=…)",
+    (None, S.DEFERRED): "enqueue(after=…)",
+    (S.DEFERRED, S.RECEIVED): "the jobs it runs\nafter completed",
+    (S.DEFERRED, S.FAILED): "one of them\ndid not",
+    (S.DEFERRED, S.CANCELLED): "cancel",
     (S.SCHEDULED, S.RECEIVED): "due",
     (S.SCHEDULED, S.CANCELLED): "cancel",
     (S.RECEIVED, S.PROCESSING): "claimed",

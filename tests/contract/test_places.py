@@ -38,11 +38,14 @@ async def test_each_place_lists_its_jobs_next_in_turn_first(make_backend, autoju
     await queue.submit("x", id="stored-2")
     await queue.enqueue("x", id="later", delay=60)
     await queue.enqueue("x", id="sooner", delay=30)
+    await queue.enqueue("x", id="after-high", after=["high"])
+    await queue.enqueue("x", id="after-later", after=["later", "high"])
     listed = {place: await queue.job_ids(place) for place in PLACES}
     assert listed == {  #
         "ready": ["first", "second", "low"],  # the highest level first, then in order
         "stored": ["stored-1", "stored-2"],
         "scheduled": ["sooner", "later"],
+        "deferred": ["after-high", "after-later"],  # in the order they came
         "claimed": ["high"],
         "dead": ["dead-1"],
         "finished": ["done-1"],
@@ -53,7 +56,9 @@ async def test_each_place_lists_its_jobs_next_in_turn_first(make_backend, autoju
 
 async def test_a_place_that_is_not_one_is_refused_naming_them(make_backend):
     queue = Queue(await make_backend())
-    with pytest.raises(ValueError, match="ready, stored, scheduled, claimed, dead, finished"):
+    with pytest.raises(
+        ValueError, match="ready, stored, scheduled, deferred, claimed, dead, finished"
+    ):
         await queue.job_ids("running")
     with pytest.raises(ValueError, match="give a whole number >= 0"):
         await queue.job_ids("ready", limit=-1)

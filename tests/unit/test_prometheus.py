@@ -55,6 +55,7 @@ QUEUE_GAUGES = {
     "retry_waiting": "trioqueue_queue_retry_waiting",
     "dead": "trioqueue_queue_dead",
     "scheduled": "trioqueue_queue_scheduled",
+    "deferred": "trioqueue_queue_deferred",
 }
 LATENCIES = {
     "queue_wait": "trioqueue_worker_queue_wait_seconds",

@@ -33,11 +33,15 @@ EXPECTED_LEGAL = {
     (S.FAILED_RETRY, S.PROCESSING),
     (S.FAILED, S.RECEIVED),
     (S.SCHEDULED, S.RECEIVED),
+    # after=: its parents completed, or one of them did not
+    (S.DEFERRED, S.RECEIVED),
+    (S.DEFERRED, S.FAILED),
     # Queue.cancel: a waiting job at once, a held one through its pool
     (S.RECEIVED, S.CANCELLED),
     (S.SCHEDULED, S.CANCELLED),
     (S.PROCESSING, S.CANCELLED),
     (S.FAILED_RETRY, S.CANCELLED),
+    (S.DEFERRED, S.CANCELLED),
 }
 
 ALL_PAIRS = list(itertools.product(JobState, repeat=2))
@@ -57,6 +61,7 @@ class TestStateMachine:
         assert {state.value for state in JobState} == {
             "received",
             "scheduled",
+            "deferred",
             "processing",
             "completed",
             "failed_retry",
@@ -66,8 +71,8 @@ class TestStateMachine:
         }
 
     def test_every_pair_is_covered(self):
-        assert len(ALL_PAIRS) == 64
-        assert len(EXPECTED_LEGAL) == 13
+        assert len(ALL_PAIRS) == 81
+        assert len(EXPECTED_LEGAL) == 16
 
     def test_table_has_every_state_as_a_source(self):
         assert set(TRANSITIONS) == set(JobState)
@@ -127,8 +132,9 @@ class TestStateMachine:
         assert TRANSITIONS[S.FAILED] == {S.RECEIVED}
 
     def test_every_state_reachable_from_where_a_job_starts(self):
-        # a job starts received, or scheduled when enqueued with a delay
-        reached, frontier = {S.RECEIVED, S.SCHEDULED}, [S.RECEIVED, S.SCHEDULED]
+        # a job starts received, scheduled when enqueued with a delay, deferred with after=
+        starts = [S.RECEIVED, S.SCHEDULED, S.DEFERRED]
+        reached, frontier = set(starts), list(starts)
         while frontier:
             for target in TRANSITIONS[frontier.pop()]:
                 if target not in reached:

@@ -125,6 +125,13 @@ def add_enqueue(commands: argparse._SubParsersAction[Parser]) -> None:
         dest="headers",
         help="metadata every job carries to its handler (job.headers); repeat for more",
     )
+    enqueue.add_argument(
+        "--after",
+        metavar="ID",
+        action="append",
+        help="run the jobs once job ID has completed (they wait, deferred, until then; if it "
+        "fails they become dead letters); repeat for more",
+    )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 
@@ -138,12 +145,14 @@ def _place(text: str) -> str:
 def add_jobs(commands: argparse._SubParsersAction[Parser]) -> None:
     jobs = commands.add_parser(
         "jobs",
-        help="list the jobs of a queue by place: ready, stored, scheduled, claimed, dead, finished",
+        help="list the jobs of a queue by place: ready, stored, scheduled, deferred, claimed, "
+        "dead, finished",
         description="List the ids of the jobs in each PLACE (every place if none is named), "
         "next in turn first, with each job's state and attempts: a line each, PLACE ID STATE "
         "ATTEMPTS. ready: on the ready lists, in the order workers take them; stored: "
         "accepted while the queue was full; scheduled: waiting for their due time; "
-        "claimed: held by a worker; dead: dead letters; finished: the records the "
+        "deferred: waiting for the jobs they run after; claimed: held by a worker; dead: "
+        "dead letters; finished: the records the "
         "retention keeps. Elements another program pushed have no id until claimed.",
     )
     jobs.add_argument("places", metavar="PLACE", nargs="*", type=_place, help="where")

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from .._backend_values import AddMode
-from .._exceptions import IdempotencyConflict, QueueFull
+from .._exceptions import DependencyNotFound, IdempotencyConflict, QueueFull
 from .._job_input import prepare
 from .._record_json import iso_time
 from ._redis_args import redis_backend
@@ -32,7 +32,7 @@ __all__ = ["EXIT_CONFLICTS", "EXIT_REFUSED", "WAITING_REPORT_EVERY", "run_enqueu
 
 
 EXIT_CONFLICTS: Final = 1
-"""``enqueue``'s exit status when some jobs conflicted with existing ones."""
+"""``enqueue``'s exit status when some jobs conflicted, or were to run after unknown ones."""
 
 
 EXIT_REFUSED: Final = 1
@@ -89,6 +89,7 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             task=args.task,
             priority=args.priority,
             headers=None if args.headers is None else dict(args.headers),
+            after=args.after,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
@@ -104,23 +105,29 @@ class _Tally:
     scheduled: int = 0
     deduplicated: int = 0
     conflicts: int = 0
+    refused: int = 0  # a job named in --after is unknown
+    deferred: int = 0
     waiting_since: float | None = None  # when the add under way started
 
     @property
     def done(self) -> int:
-        return self.accepted + self.deduplicated + self.conflicts
+        return self.accepted + self.deduplicated + self.conflicts + self.refused
 
     def summary(self, *, stopped: bool = False) -> str:
         text = (
             f"accepted {self.accepted}, deduplicated {self.deduplicated}, "
             f"conflicts {self.conflicts}"
         )
+        if self.refused:
+            text += f", refused {self.refused} (a job named in --after is unknown)"
         if stopped:
             text += f", not sent {self.total - self.done}"
         if self.stored:
             text += f" ({self.stored} of the accepted stored until the queue has room)"
         if self.scheduled:
             text += f" ({self.scheduled} of the accepted scheduled for later)"
+        if self.deferred:
+            text += f" ({self.deferred} of the accepted waiting for the jobs they run after)"
         return text
 
 
@@ -175,7 +182,7 @@ async def run_enqueue(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     if args.json is None:
         print(tally.summary())
-    return EXIT_CONFLICTS if tally.conflicts else 0
+    return EXIT_CONFLICTS if tally.conflicts or tally.refused else 0
 
 
 def _leaf(error: BaseException) -> BaseException:
@@ -201,13 +208,18 @@ async def _send(
             continue
         except QueueFull:
             return True
+        except DependencyNotFound as exc:
+            tally.refused += 1
+            print(f"trioqueue enqueue: {printable(exc)}", file=sys.stderr)
+            continue
         finally:
             tally.waiting_since = None
         tally.deduplicated += receipt.deduplicated
         tally.accepted += not receipt.deduplicated
         fresh = not receipt.deduplicated
         tally.scheduled += fresh and receipt.scheduled
-        tally.stored += fresh and not receipt.queued and not receipt.scheduled
+        tally.deferred += fresh and receipt.deferred
+        tally.stored += fresh and not (receipt.queued or receipt.scheduled or receipt.deferred)
         if args.json is not None:
             print(f"{printable(receipt.id)} {await _state_of(receipt, backend)}")
     return False
@@ -222,6 +234,8 @@ async def _state_of(receipt: Receipt, backend: RedisBackend | ShardedBackend) ->
         return ("already there, " if receipt.deduplicated else "") + f"scheduled for {when}"
     if receipt.deduplicated:
         return "already there"
+    if receipt.deferred:
+        return "waiting for the jobs it runs after"
     return "enqueued" if receipt.queued else "stored until the queue has room"
 
 

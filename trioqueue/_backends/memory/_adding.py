@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..._backend_values import AddMode, AddResult, NewJob, Receipt
-from ..._exceptions import IdempotencyConflict, MemoryFull, QueueFull
+from ..._exceptions import DependencyNotFound, IdempotencyConflict, MemoryFull, QueueFull
 from ..._records import JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import RECORD_BYTES, Entry, due_time, headers_bytes
+from ._entry import ENDED_HOW, RECORD_BYTES, Entry, due_time, headers_bytes
 
 __all__ = ["Adding"]
 
@@ -55,9 +56,18 @@ class Adding(MemoryBase):
             return self._receipt(entry, deduplicated=True)
         now = self.now()
         due = due_time(job, now)
+        parents = [self._records.get(parent) for parent in job.after]
+        for parent_id, parent in zip(job.after, parents, strict=True):
+            if parent is None:
+                return DependencyNotFound(job.id, parent_id)
+        waits_for = [p for p in parents if p is not None and p.state is not JobState.COMPLETED]
+        ended = next((p for p in waits_for if p.state in ENDED_HOW), None)
+        if waits_for:
+            due = math.inf  # it takes no room while it waits, as a delayed job
         if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         size = len(job.encoded) + headers_bytes(job.headers) + RECORD_BYTES
+        size += sum(len(parent) for parent in job.after)
         if self._max_bytes is not None and size > self._max_bytes:
             return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
         if not self._room_for(size):  # evicts finished records for it first
@@ -78,15 +88,25 @@ class Adding(MemoryBase):
             task=job.task,
             priority=job.priority,
             headers=dict(job.headers or {}),
+            after=job.after,
         )
         self._records[job.id] = entry
         self._bytes += size
-        if due is None:
+        self._metrics.enqueued += 1
+        if waits_for:
+            entry.state = JobState.DEFERRED
+            if ended is not None:  # it never runs
+                self._dead_at_once(entry, ended.id, ENDED_HOW[ended.state], now)
+            else:
+                entry.waiting_on = len(waits_for)
+                self._deferred[job.id] = entry
+                for parent in waits_for:
+                    parent.followers.append(job.id)
+        elif due is None:
             self._schedule(entry, now)
         else:
             entry.state = JobState.SCHEDULED
             self._defer(entry, due)
-        self._metrics.enqueued += 1
         return self._receipt(entry, deduplicated=False)
 
     @staticmethod
@@ -96,4 +116,5 @@ class Adding(MemoryBase):
             deduplicated=deduplicated,
             queued=entry.queued,
             scheduled=entry.state is JobState.SCHEDULED,
+            deferred=entry.state is JobState.DEFERRED,
         )

@@ -15,7 +15,7 @@ from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
 from ..._records import JobState, Retention
 from .._waiters import Waiters
-from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, Entry, cost
+from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
 from ._levels import ReadyLevels
 
 __all__ = ["MemoryBase"]
@@ -50,6 +50,7 @@ class MemoryBase:
         self._scheduled: list[tuple[float, int, Entry]] = []
         self._arrivals = itertools.count()
         self._claims: dict[str, Entry] = {}
+        self._deferred: dict[str, Entry] = {}  # waiting for the jobs they run after, in order
         self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._dead: dict[str, None] = {}
         self._last_token = 0  # claim tokens are the numbers after it, never reused
@@ -139,11 +140,13 @@ class MemoryBase:
             retry_waiting=retrying,
             dead=len(self._dead),
             scheduled=len(self._scheduled),
+            deferred=len(self._deferred),
             ready_by_priority=self._ready.depths(),
         )
 
     def _held(self) -> int:
-        return len(self._ready) + len(self._unqueued) + len(self._claims) + len(self._scheduled)
+        waiting = len(self._unqueued) + len(self._scheduled) + len(self._deferred)
+        return len(self._ready) + len(self._claims) + waiting
 
     def _schedule(self, entry: Entry, now: float, *, front: bool = False) -> None:
         """Put *entry* on the ready queue if there is room, else store it unqueued.
@@ -239,6 +242,7 @@ class MemoryBase:
 
     def _cancel_now(self, entry: Entry, now: float, reason: str) -> None:
         """End *entry*, which no claim holds, as cancelled."""
+        self._deferred.pop(entry.id, None)
         entry.move(JobState.CANCELLED, now)
         entry.reason = reason
         entry.due = None
@@ -246,6 +250,46 @@ class MemoryBase:
         entry.cancel_requested = False
         self._metrics.cancelled += 1
         self._retire(entry, now)
+        self._fail_followers(entry, ENDED_HOW[JobState.CANCELLED], now)
+
+    def _release_followers(self, entry: Entry, now: float) -> None:
+        """*entry* completed: each job that waited on it and on nothing else is ready now."""
+        for follower_id in entry.followers:
+            follower = self._records.get(follower_id)
+            if follower is None or follower.state is not JobState.DEFERRED:
+                continue  # cancelled meanwhile (and maybe forgotten)
+            follower.waiting_on -= 1
+            if follower.waiting_on == 0:
+                del self._deferred[follower_id]
+                follower.move(JobState.RECEIVED, now)
+                self._schedule(follower, now)
+        entry.followers.clear()
+
+    def _fail_followers(self, entry: Entry, how: str, now: float) -> None:
+        """*entry* ended without completing (*how*): the jobs after it become dead letters.
+
+        So do the jobs after those, and so on down.
+        """
+        ended = [(entry, how)]
+        while ended:
+            parent, how = ended.pop()
+            for follower_id in parent.followers:
+                follower = self._records.get(follower_id)
+                if follower is None or follower.state is not JobState.DEFERRED:
+                    continue
+                self._deferred.pop(follower_id)
+                self._dead_at_once(follower, parent.id, how, now)
+                ended.append((follower, "never ran either"))
+            parent.followers.clear()
+
+    def _dead_at_once(self, entry: Entry, parent: str, how: str, now: float) -> None:
+        """Make *entry*, which never ran, a dead letter because job *parent* ended so (*how*)."""
+        entry.move(JobState.FAILED, now)
+        entry.waiting_on = 0
+        entry.reason = after_failed(parent, how)
+        self._metrics.dead_lettered += 1
+        self._dead[entry.id] = None
+        self._waiters.notify(entry.id)
 
     def _retire(self, entry: Entry, now: float) -> None:
         """*entry* is finished: wake its waiters, keep its record as the retention allows."""

@@ -133,7 +133,7 @@ class Claiming(MemoryBase):
                 self._ready.remove(entry)
             elif entry in self._unqueued:
                 self._unqueued.remove(entry)
-            else:
+            elif entry.state is not JobState.DEFERRED:  # _cancel_now takes it from there
                 self._scheduled = [item for item in self._scheduled if item[2] is not entry]
                 heapq.heapify(self._scheduled)
             self._cancel_now(entry, now, CANCELLED_WAITING)

@@ -18,8 +18,10 @@ __all__ = [
     "CANCELLED_WAITING",
     "CLAIMED",
     "DEFAULT_RETENTION",
+    "ENDED_HOW",
     "RECORD_BYTES",
     "Entry",
+    "after_failed",
     "cost",
     "due_time",
 ]
@@ -29,6 +31,22 @@ DEFAULT_RETENTION: Final = Retention()
 CLAIMED: Final = frozenset({JobState.PROCESSING, JobState.FAILED_RETRY})  # held by a claim
 CANCELLED_WAITING: Final = "cancelled while it waited for a worker"
 CANCELLED_HELD: Final = "cancelled while a worker held it"
+
+
+ENDED_HOW: Final = {
+    JobState.FAILED: "failed (it is a dead letter)",
+    JobState.DROPPED: "was dropped",
+    JobState.CANCELLED: "was cancelled",
+}
+"""How a job that ended without completing ended, as its followers' reasons say it."""
+
+
+def after_failed(parent: str, how: str) -> str:
+    """The reason of a job that became a dead letter because job *parent* ended so (*how*).
+
+    The Redis backend's scripts word it the same (``lua/prelude/5-endings.lua``).
+    """
+    return f"it was to run after job {parent!r}, which {how}; requeue it to run it all the same"
 
 
 def due_time(job: NewJob, now: float) -> float | None:
@@ -74,6 +92,9 @@ class Entry:
     progress: bytes | None = None  # what the handler last reported, as JSON
     headers: dict[str, str] = attrs.field(factory=dict)  # the producer's metadata
     cancel_requested: bool = False  # cancelled while claimed: its pool stops it
+    after: tuple[str, ...] = ()  # the jobs it was enqueued to run after
+    waiting_on: int = 0  # while DEFERRED: how many of them have not completed
+    followers: list[str] = attrs.field(factory=list)  # the deferred jobs that run after it
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -99,12 +120,14 @@ class Entry:
             priority=self.priority,
             progress=None if self.progress is None else json.loads(self.progress),
             headers=dict(self.headers),
+            after=self.after,
         )
 
 
 def cost(entry: Entry) -> int:
     """What *entry* counts for in a `MemoryBackend`'s budget."""
     extra = len(entry.result or b"") + len(entry.progress or b"") + headers_bytes(entry.headers)
+    extra += sum(len(parent) for parent in entry.after)
     return len(entry.encoded) + extra + RECORD_BYTES
 
 

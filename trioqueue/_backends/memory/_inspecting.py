@@ -82,6 +82,8 @@ class Inspecting(MemoryBase):
             held = (entry.id for entry in self._unqueued)
         elif place == "scheduled":
             held = (entry.id for _, _, entry in sorted(self._scheduled, key=lambda s: s[:2]))
+        elif place == "deferred":  # in the order they came
+            held = iter(self._deferred)
         elif place == "claimed":  # a dict keeps the order claims were made in
             held = (entry.id for entry in self._claims.values())
         else:
@@ -117,6 +119,7 @@ class Inspecting(MemoryBase):
         entry.move(JobState.RECEIVED, now)
         entry.attempts = 0
         entry.reason = None
+        entry.waiting_on = 0
         entry.cancel_requested = False
         entry.life_from = self._last_token
         self._schedule(entry, now)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import CANCELLED_HELD, CLAIMED
+from ._entry import CANCELLED_HELD, CLAIMED, ENDED_HOW
 
 __all__ = ["Settling"]
 
@@ -59,6 +59,7 @@ class Settling(MemoryBase):
             self._metrics.succeeded += 1
             self._metrics.end_to_end.observe(now - entry.created_at)
             self._finish(entry, now)
+            self._release_followers(entry, now)
             self._unclaim_token(token)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
@@ -117,6 +118,7 @@ class Settling(MemoryBase):
                 self._metrics.failed += 1
             self._dead[entry.id] = None
             self._waiters.notify(entry.id)
+            self._fail_followers(entry, ENDED_HOW[JobState.FAILED], self.now())
             self._unclaim(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
@@ -132,6 +134,7 @@ class Settling(MemoryBase):
             entry.reason = reason
             self._metrics.dropped += 1
             self._finish(entry, now)
+            self._fail_followers(entry, ENDED_HOW[JobState.DROPPED], now)
             self._unclaim(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from ..._backend_values import AddMode, AddResult, NewJob, Receipt
-from ..._exceptions import BackendUnavailable, IdempotencyConflict, QueueFull
+from ..._exceptions import BackendUnavailable, DependencyNotFound, IdempotencyConflict, QueueFull
 from ._connection import text
 
 if TYPE_CHECKING:
@@ -77,6 +77,12 @@ class Adding(RedisBase):
                 "group reads its entries in stream order); enqueue prioritised jobs to a list "
                 "queue (RedisBackend(url, queue=...)), or leave priority= at 0"
             )
+        if self._stream is not None and any(j.after for j in jobs):
+            raise ValueError(
+                f"stream {self._stream.stream!r}: a stream source cannot hold a job until "
+                "others complete (every group reads the entry at once); enqueue jobs that "
+                "run after others to a list queue (RedisBackend(url, queue=...))"
+            )
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
         while len(results) < len(jobs):
@@ -91,6 +97,7 @@ class Adding(RedisBase):
                     self._due_argument(job),
                     _options_argument(job),
                     str(job.priority) if job.priority else "",
+                    json.dumps(job.after, ensure_ascii=False) if job.after else "",
                 )
             ]
             reply = await self._run("add", mode.value, *args)
@@ -155,9 +162,15 @@ class Adding(RedisBase):
             else:
                 self._metrics.deduplicated += 1
             return Receipt(
-                id=job.id, deduplicated=not fresh, queued=detail == b"1", scheduled=detail == b"s"
+                id=job.id,
+                deduplicated=not fresh,
+                queued=detail == b"1",
+                scheduled=detail == b"s",
+                deferred=detail == b"w",
             )
         if status == b"conflict":
             self._metrics.conflicts += 1
             return IdempotencyConflict(job.id, text(detail), job.payload_hash)
+        if status == b"noparent":
+            return DependencyNotFound(job.id, text(detail))
         return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew

@@ -125,6 +125,13 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
             progress = decode_payload(reported)
         except ValueError:  # changed by hand: never raise
             progress = None
+    after: tuple[str, ...] = ()
+    try:
+        parents = json.loads(fields.get(b"dp") or b"[]")
+        if isinstance(parents, list):
+            after = tuple(str(parent) for parent in parents)
+    except (ValueError, RecursionError):  # changed by hand: never raise
+        pass
     try:
         state = JobState(get("s"))
     except ValueError:
@@ -147,6 +154,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         priority=int(number("pr")),
         progress=progress,
         headers=headers,
+        after=after,
     )
 
 

@@ -117,7 +117,7 @@ class Inspecting(RedisBase):
         """The queue's shared counters and its true gauges, with this process's histograms."""
         counters, gauges, levels = await self._run("stats")
         values = {text(k): int(v) for k, v in zip(counters[::2], counters[1::2], strict=True)}
-        depth, unqueued, inflight, retrying, dead, scheduled = (int(g) for g in gauges)
+        depth, unqueued, inflight, retrying, dead, scheduled, deferred = (int(g) for g in gauges)
         self._gauges = Gauges(
             queue_depth=depth,
             backlog=depth + unqueued,
@@ -125,6 +125,7 @@ class Inspecting(RedisBase):
             retry_waiting=retrying,
             dead=dead,
             scheduled=scheduled,
+            deferred=deferred,
             ready_by_priority=dict(zip(PRIORITIES, (int(n) for n in levels), strict=True)),
         )
         return shared_snapshot(values, self._gauges, self._metrics.snapshot())

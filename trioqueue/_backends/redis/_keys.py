@@ -42,7 +42,7 @@ def hash_slot(key: str | bytes) -> int:
 SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
     ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
-    ".priority+2", ".priority+1", ".priority-1", ".priority-2", ".expiry",
+    ".priority+2", ".priority+1", ".priority-1", ".priority-2", ".expiry", ".deferred",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -108,6 +108,9 @@ class RedisKeys:
     expiry: str = ""
     """With a key TTL: sorted set of waiting jobs' ids, scored by when their records
     expire; each push keeps the records that would expire before the queue."""
+    deferred: str = ""
+    """Sorted set of the jobs waiting for the jobs they run after, scored by when
+    they were accepted."""
     stream: str = ""
     """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
     wake: str = ""
@@ -148,6 +151,7 @@ class RedisKeys:
             job_prefix=f"{queue}{JOB_INFIX}",
             levels=tuple(f"{queue}.priority{p:+d}" for p in PRIORITIES if p),
             expiry=f"{queue}.expiry",
+            deferred=f"{queue}.deferred",
         )
         return keys
 
@@ -198,6 +202,7 @@ class RedisKeys:
             self.events,
             *self.levels,
             self.expiry,
+            self.deferred,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

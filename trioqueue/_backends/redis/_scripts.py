@@ -83,8 +83,9 @@ FLAGS: Final = {
 CHECKED: Final = {
     # the ready lists, the processing list (whether the wake element landed), the
     # unqueued list, the finished set, the counters, the token sequence, the config and
-    # the scheduled set, the expiry set: never the claims, held, retrying, suspect, dead
-    # or events keys
+    # the scheduled set, the expiry set: never the claims, held, retrying, suspect or
+    # events keys; the dead list and the deferred set only for jobs that run after
+    # others, which add.lua checks itself
     "add": (1, 2, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18, 19),
 }
 """The queue keys (positions in KEYS) a script can touch, where that is not every key.

@@ -42,6 +42,7 @@ class ShardedViews(ShardsBase):
 
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job* on its shard; see `Backend.add`."""
+        _refuse_after([job])
         return await self.shard_for(job.id).add(job, mode)
 
     async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
@@ -53,6 +54,7 @@ class ShardedViews(ShardsBase):
         deduplicated).
         """
         await trio.lowlevel.checkpoint()  # a checkpoint, even when no shard is called
+        _refuse_after(jobs)
         groups: dict[int, list[int]] = {}
         for index, job in enumerate(jobs):
             groups.setdefault(shard_of(job.id, len(self._shards)), []).append(index)
@@ -245,3 +247,14 @@ class ShardedViews(ShardsBase):
             changes["capacity"] = math.ceil(capacity / len(self._shards))
         changed = [await shard.configure(**changes) for shard in self._shards]
         return self._total(changed[0])
+
+
+def _refuse_after(jobs: Sequence[NewJob]) -> None:
+    """Raise ValueError if one of *jobs* runs after others: shards cannot see each other."""
+    if any(job.after for job in jobs):
+        raise ValueError(
+            "a sharded queue cannot run a job after others: it spreads jobs over "
+            "independent queues by id, and each settles its own; use one RedisBackend "
+            "for jobs that run after others (on a Redis Cluster, one queue's keys share "
+            "a slot)"
+        )

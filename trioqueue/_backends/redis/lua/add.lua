@@ -1,16 +1,28 @@
 -- Accept jobs in order, or find the existing ones. ARGV[8]: the mode; then each job as
--- six arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
+-- seven arguments: id, payload, payload hash, due time ('' for ready at once, 'd' and
 -- seconds from now, or 'a' and seconds since the epoch on the server's clock), its
 -- options ('' for none, else a JSON object: max_attempts, handler timeout, task
--- name; kept as the job's 'o', unread here, and handed out with each claim), and its
--- priority ('' for 0; kept as 'pr': which ready list it waits on).
--- Returns two values per job handled: {'new' | 'dup', queued 0/1, or 's' while it
--- waits for its due time}, {'conflict', the stored hash} or {'full', capacity}. A
--- delayed job takes no room until due, so it never finds the queue full. In
+-- name; kept as the job's 'o', unread here, and handed out with each claim), its
+-- priority ('' for 0; kept as 'pr': which ready list it waits on), and the ids of the
+-- jobs it runs after ('' for none, else a JSON array; kept as 'dp').
+-- Returns two values per job handled: {'new' | 'dup', queued 0/1, 's' while it
+-- waits for its due time, 'w' while it waits for the jobs it runs after, or 'x' when
+-- one of them ended without completing (it is a dead letter)}, {'conflict', the
+-- stored hash}, {'noparent', the id it runs after that is unknown} or {'full',
+-- capacity}. A delayed job, or one that waits for others, takes no room until it is
+-- ready, so it never finds the queue full. In
 -- 'wait' mode the first 'full' ends the call: the caller waits for room and sends the
 -- rest again; in 'nowait' mode the rest are still looked at (a duplicate is found even
 -- when the queue is full); 'submit' never meets a full queue.
 local mode = ARGV[8]
+-- the dead list and the deferred set are not among the keys checked for every add
+for i = 9, #ARGV, 7 do
+  if ARGV[i + 6] ~= '' then
+    local refused = wrong_kind(4) or wrong_kind(20)
+    if refused then return refused end
+    break
+  end
+end
 -- the jobs on the ready lists, counted once (each LLEN is a call) and kept up to date
 local ready
 local function ready_now()
@@ -23,9 +35,9 @@ local function finish()
   for field, n in pairs(counts) do count(field, n) end
   return replies
 end
-for i = 9, #ARGV, 6 do
-  local id, payload, hash, when, options, priority = ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+for i = 9, #ARGV, 7 do
+  local id, payload, hash, when, options, priority, after = ARGV[i], ARGV[i + 1],
+    ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local key = jobkey(id)
   local due
   if when ~= '' then
@@ -45,18 +57,36 @@ for i = 9, #ARGV, 6 do
     count('expired')
     existing = nil
   end
+  -- the jobs it runs after that have not completed (wait), the first unknown one
+  -- (missing), the first that ended otherwise and how (ended)
+  local wait, missing, ended, how = {}, nil, nil, nil
+  if not existing and after ~= '' then
+    for _, parent in ipairs(cjson.decode(after)) do
+      local state = redis.call('HGET', jobkey(parent), 's')
+      if not state then
+        missing = missing or parent
+      elseif state ~= 'completed' then
+        wait[#wait + 1] = parent
+        if ENDED_HOW[state] and not ended then ended, how = parent, ENDED_HOW[state] end
+      end
+    end
+  end
   if existing then
     if existing == hash then
       counts.deduplicated = counts.deduplicated + 1
       replies[#replies + 1] = 'dup'
       local found = redis.call('HMGET', key, 'q', 's')
-      replies[#replies + 1] = found[2] == 'scheduled' and 's' or found[1]
+      local marks = {scheduled = 's', deferred = 'w'}
+      replies[#replies + 1] = marks[found[2]] or found[1]
     else
       counts.conflicts = counts.conflicts + 1
       replies[#replies + 1] = 'conflict'
       replies[#replies + 1] = existing
     end
-  elseif not due and mode ~= 'submit' and ready_now() >= CAPACITY then
+  elseif missing then
+    replies[#replies + 1] = 'noparent'
+    replies[#replies + 1] = missing
+  elseif #wait == 0 and not due and mode ~= 'submit' and ready_now() >= CAPACITY then
     replies[#replies + 1] = 'full'
     replies[#replies + 1] = tostring(CAPACITY)
     if mode == 'wait' then return finish() end
@@ -66,9 +96,20 @@ for i = 9, #ARGV, 6 do
       'c', stamp(NOW), 't', '', 'lf', life_from())
     if options ~= '' then redis.call('HSET', key, 'o', options) end
     if priority ~= '' then redis.call('HSET', key, 'pr', priority) end
+    if after ~= '' then redis.call('HSET', key, 'dp', after) end
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
-    if K_STREAM then
+    if ended then
+      dead_at_once(id, ended, how)
+      replies[#replies + 1] = 'x'
+    elseif #wait > 0 then
+      redis.call('HSET', key, 's', 'deferred', 'q', 0, 'r', stamp(NOW), 'dw', #wait)
+      redis.call('ZADD', K_DEFER, NOW, id)
+      for _, parent in ipairs(wait) do follow(parent, id) end
+      if KEY_TTL_MS then keep(id) end
+      feed()
+      replies[#replies + 1] = 'w'
+    elseif K_STREAM then
       -- no MAXLEN: trimming would drop entries some group has not read yet
       ensure_group()
       local entry = redis.call('XADD', K_STREAM, '*', 'id', id, 'payload', payload, 'hash', hash)

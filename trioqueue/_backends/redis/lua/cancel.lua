@@ -18,6 +18,7 @@ if token and token ~= '' then
 end
 local removed = redis.call('LREM', level_of(id), 1, MARK .. id) + redis.call('LREM', K_UNQ, 1, id)
   + redis.call('LREM', K_SUS, 1, id) + redis.call('ZREM', K_SCHED, id)
+  + redis.call('ZREM', K_DEFER, id)
 if K_STREAM and removed == 0 then
   -- an entry its group has not read yet: the stream keeps it (other groups read it too),
   -- so it ends when this group reads it (claim.lua), counted until then as waiting

@@ -92,6 +92,7 @@ local function take(element, fresh, priority)
     count('dead_lettered')
     entry_done(id)
     ended(id)
+    fail_followers(id, ENDED_HOW.failed)
     return
   end
   local entry = K_STREAM and not fresh and redis.call('HGET', key, 'e')

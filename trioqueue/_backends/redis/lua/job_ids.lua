@@ -2,7 +2,7 @@
 -- ARGV[8], the place: 'ready' (the order claims take them: the highest level first,
 -- from the right of each list), 'stored' (the suspects, which run first and alone,
 -- then the jobs stored for want of room, in the order they go on), 'scheduled'
--- (soonest due first), 'claimed' (longest held first), 'dead' or 'finished' (oldest
+-- (soonest due first), 'deferred' (oldest first), 'claimed' (longest held first), 'dead' or 'finished' (oldest
 -- first). Elements another client pushed have no id until a claim adopts them, and
 -- the wake element none at all: both are left out.
 local place, limit = ARGV[8], tonumber(ARGV[9])
@@ -37,6 +37,7 @@ elseif place == 'claimed' then  -- held as MARK .. id, as on the lists
     ids[#ids + 1] = string.sub(member, 2)
   end
 else
-  ids = redis.call('ZRANGE', place == 'scheduled' and K_SCHED or K_FIN, 0, limit - 1)
+  local sets = {scheduled = K_SCHED, deferred = K_DEFER}
+  ids = redis.call('ZRANGE', sets[place] or K_FIN, 0, limit - 1)
 end
 return ids

@@ -7,6 +7,7 @@ local key = jobkey(id)
 if redis.call('HEXISTS', key, 'p') == 0 then return {-1} end
 redis.call('LREM', K_DEAD, 1, id)
 redis.call('HSET', key, 's', 'received', 'a', 0, 'd', 0, 'w', '', 'lf', life_from())
+redis.call('HDEL', key, 'dw')
 schedule(id)
 count('dead_requeued')
 return {1, redis.call('HGETALL', key)}

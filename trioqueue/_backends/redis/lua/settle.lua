@@ -102,15 +102,18 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     if reason ~= '' then redis.call('HSET', key, 'res', reason) end
     if emsg ~= '' then redis.call('HSET', key, 'rerr', emsg) end
     count('succeeded')
+    release_followers(id)
     finished(id)
   elseif kind == 'drop' then
     redis.call('HSET', key, 's', 'dropped', 'w', reason)
     count('dropped')
+    fail_followers(id, ENDED_HOW.dropped)
     finished(id)
   else
     redis.call('HSET', key, 's', 'failed', 'w', reason)
     redis.call('LPUSH', K_DEAD, id)
     count('dead_lettered')
+    fail_followers(id, ENDED_HOW.failed)
   end
   return age
 end

@@ -21,6 +21,7 @@ local function abandon(id)
   redis.call('LPUSH', K_DEAD, id)
   count('dead_lettered')
   ended(id)
+  fail_followers(id, ENDED_HOW.failed)
 end
 
 touch()

@@ -1,13 +1,106 @@
--- Prelude, part 5: cancelling a job, and putting a claimed job back.
+-- Prelude, part 5: jobs that run after others, cancelling a job, and putting a
+-- claimed job back.
+
+-- A job enqueued to run after others (add.lua) is 'deferred' until they complete: its
+-- record's 'dw' counts those that have not, 'dp' lists them all (JSON), and each of
+-- them has a field 'f:' .. its id until it ends, and counts such fields in 'df' (so a
+-- job nobody follows costs its ending one HGET). How a job that did not complete
+-- ended, as its followers' reasons say it (the memory backend's ENDED_HOW):
+local ENDED_HOW = {failed = 'failed (it is a dead letter)', dropped = 'was dropped',
+  cancelled = 'was cancelled'}
+
+-- Job follower waits for job id.
+local function follow(id, follower)
+  local key = jobkey(id)
+  if redis.call('HSETNX', key, 'f:' .. follower, '1') == 1 then
+    redis.call('HINCRBY', key, 'df', 1)
+  end
+end
+
+-- The jobs that wait for job id, in the order they came (the deferred set's),
+-- taken off its record.
+local function take_followers(id)
+  local key = jobkey(id)
+  if not redis.call('HGET', key, 'df') then return {} end
+  local fields = redis.call('HGETALL', key)
+  local followers, came = {}, {}
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'f:' then
+      local follower = string.sub(fields[i], 3)
+      followers[#followers + 1] = follower
+      came[follower] = tonumber(redis.call('ZSCORE', K_DEFER, follower)) or 0
+    end
+  end
+  redis.call('HDEL', key, 'df')
+  for i = 1, #followers, 500 do  -- unpack takes a few thousand values at most
+    local names = {}
+    for j = i, math.min(i + 499, #followers) do names[#names + 1] = 'f:' .. followers[j] end
+    redis.call('HDEL', key, unpack(names))
+  end
+  table.sort(followers, function(a, b)
+    if came[a] ~= came[b] then return came[a] < came[b] end
+    return a < b
+  end)
+  return followers
+end
+
+-- Job id completed: each job that waited for it and for nothing else goes on the queue.
+local function release_followers(id)
+  for _, follower in ipairs(take_followers(id)) do
+    local key = jobkey(follower)
+    -- one cancelled meanwhile (or forgotten since) is left as it is
+    if redis.call('HGET', key, 's') == 'deferred'
+      and redis.call('HINCRBY', key, 'dw', -1) <= 0 then
+      redis.call('ZREM', K_DEFER, follower)
+      redis.call('HDEL', key, 'dw')
+      redis.call('HSET', key, 's', 'received')
+      schedule(follower)  -- or stored for want of room, as a due job
+    end
+  end
+end
+
+-- Make job id, which never ran, a dead letter: job parent, which it was to run after,
+-- ended so (how). Its record is deferred, or new (add.lua).
+local function dead_at_once(id, parent, how)
+  local key = jobkey(id)
+  redis.call('ZREM', K_DEFER, id)
+  redis.call('HDEL', key, 'dw')
+  redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w',
+    "it was to run after job '" .. parent .. "', which " .. how .. '; requeue it to run it all the same')
+  redis.call('LPUSH', K_DEAD, id)
+  if KEY_TTL_MS then  -- a dead letter never expires
+    redis.call('PERSIST', key)
+    unkeep(id)
+  end
+  count('dead_lettered')
+  ended(id)
+end
+
+-- Job id ended without completing (how): the jobs that waited for it become dead
+-- letters, and so do the jobs after those, and so on down.
+local function fail_followers(id, how)
+  local todo = {{id, how}}
+  while #todo > 0 do
+    local parent, parent_how = unpack(table.remove(todo))
+    for _, follower in ipairs(take_followers(parent)) do
+      if redis.call('HGET', jobkey(follower), 's') == 'deferred' then
+        dead_at_once(follower, parent, parent_how)
+        todo[#todo + 1] = {follower, 'never ran either'}
+      end
+    end
+  end
+end
 
 -- End a job no claim holds as cancelled (cancel.lua; a cancelled job given back).
 local function cancel_now(id, why)
   local key = jobkey(id)
   redis.call('HSET', key, 's', 'cancelled', 'q', 0, 'u', stamp(NOW), 'w', why)
-  redis.call('HDEL', key, 'due', 'cx')
+  redis.call('HDEL', key, 'due', 'cx', 'dw')
+  redis.call('ZREM', K_DEFER, id)
   count('cancelled')
   entry_done(id)
   ended(id)
+  fail_followers(id, ENDED_HOW.cancelled)  -- first: the retention may forget the record
   finished(id)
 end
 local CANCELLED_HELD = 'cancelled while a worker held it'
