@@ -46,6 +46,7 @@ async def test_a_new_job_is_201_with_its_location_and_its_record(backend):
             "deduplicated": False,
             "queued": True,
             "scheduled": False,
+            "deferred": False,
         }
         record = (await http.get("/jobs/e1")).json()
         assert (record["state"], record["queued"], record["payload"]) == (
@@ -103,6 +104,7 @@ async def test_a_full_queue_stores_the_event_unscheduled_with_202(backend):
             "deduplicated": False,
             "queued": False,
             "scheduled": False,
+            "deferred": False,
         }
         assert (await http.get("/jobs/late")).json()["queued"] is False
         done: list[Any] = []
@@ -124,6 +126,7 @@ async def test_a_job_with_a_delay_or_a_due_time_is_202_and_scheduled(backend):
             "deduplicated": False,
             "queued": False,
             "scheduled": True,
+            "deferred": False,
         }
         record = (await http.get("/jobs/d1")).json()
         assert record["state"] == "scheduled"
@@ -216,7 +219,7 @@ async def test_health_readiness_stats_and_the_openapi_document(backend):
         document = (await http.get("/openapi.json")).json()
         assert document["openapi"] == "3.1.0"
         statuses = set(document["paths"]["/jobs"]["post"]["responses"])
-        assert statuses == {"200", "201", "202", "400", "409", "413", "415", "503"}
+        assert statuses == {"200", "201", "202", "400", "409", "413", "415", "422", "503"}
 
 
 async def test_an_unreachable_redis_is_503_with_retry_after():
@@ -444,6 +447,50 @@ async def test_a_job_may_carry_headers_that_its_record_and_its_handler_see(backe
     assert {c.job.id: c.job.headers for c in claims} == {"h1": headers, "h2": {"t": "a"}}
 
 
+async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
+    async with served(create_app(backend)) as http:
+        assert (await http.post("/jobs", json={"id": "first", "payload": 1})).status_code == 201
+        posted = await http.post("/jobs", json={"id": "then", "payload": 2, "after": ["first"]})
+        assert posted.status_code == 202
+        assert posted.json() == {
+            "id": "then",
+            "deduplicated": False,
+            "queued": False,
+            "scheduled": False,
+            "deferred": True,
+        }
+        record = (await http.get("/jobs/then")).json()
+        assert (record["state"], record["after"]) == ("deferred", ["first"])
+        unknown = await http.post("/jobs", json={"id": "lost", "payload": 3, "after": ["ghost"]})
+        assert unknown.status_code == 422
+        assert unknown.json()["error"] == "unknown_after"
+        assert (unknown.json()["id"], unknown.json()["after"]) == ("lost", "ghost")
+        assert (await http.get("/jobs/lost")).status_code == 404  # nothing was stored
+        batch = await http.post(
+            "/jobs/batch",
+            json={
+                "jobs": [
+                    {"id": "b1", "payload": 4, "after": ["then"]},
+                    {"id": "b2", "payload": 5, "after": ["ghost"]},
+                ]
+            },
+        )
+        first, second = batch.json()["results"]
+        assert (first["status"], first["deferred"]) == (202, True)
+        assert (second["status"], second["error"], second["after"]) == (
+            422,
+            "unknown_after",
+            "ghost",
+        )
+        for bad, words in (("first", "a list of job ids"), (["then"], "cannot run after itself")):
+            refused = await http.post("/jobs", json={"id": "then", "payload": 2, "after": bad})
+            assert (refused.status_code, refused.json()["error"]) == (400, "bad_job"), bad
+            assert words in refused.json()["message"], bad
+        both = await http.post("/jobs", json={"payload": 1, "after": ["first"], "delay": 5})
+        assert both.status_code == 400
+        assert "not both" in both.json()["message"]
+
+
 async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
     async with served(create_app(backend)) as http:
         for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):
@@ -617,6 +664,7 @@ async def test_with_a_token_reading_jobs_needs_it_and_ingest_and_counters_do_not
             "deduplicated": True,
             "queued": True,
             "scheduled": False,
+            "deferred": False,
         }
         again = await http.post(
             "/jobs", json={"id": "e1", "payload": {"card": "4111"}}, headers=secret

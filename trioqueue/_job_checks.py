@@ -14,6 +14,7 @@ from ._payload import MAX_TASK_NAME, PRIORITIES
 from ._util import MAX_DELAY
 
 __all__ = [
+    "MAX_AFTER",
     "MAX_HEADERS",
     "MAX_HEADERS_BYTES",
     "check_attempts_and_timeout",
@@ -22,6 +23,8 @@ __all__ = [
     "check_task",
 ]
 
+MAX_AFTER = 100
+"""The most jobs one job may run after (``enqueue(..., after=[...])``)."""
 MAX_HEADERS = 64
 """The most headers a job may carry."""
 MAX_HEADERS_BYTES = 8192

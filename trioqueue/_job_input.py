@@ -13,7 +13,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias, TypedDict
 
 from ._backend_values import NewJob, Receipt
-from ._job_checks import check_attempts_and_timeout, check_headers, check_priority, check_task
+from ._job_checks import (
+    MAX_AFTER,
+    check_attempts_and_timeout,
+    check_headers,
+    check_priority,
+    check_task,
+)
 from ._payload import (
     MAX_ID_LENGTH,
     MAX_PAYLOAD,
@@ -41,10 +47,6 @@ class JobOptions(TypedDict, total=False):
     priority: int | None
     headers: Mapping[str, str] | None
     after: Iterable[str | Receipt] | None
-
-
-MAX_AFTER = 100
-"""The most jobs one job may run after."""
 
 
 def due_time(

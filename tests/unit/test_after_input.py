@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import trioqueue
-from trioqueue._job_input import MAX_AFTER, prepare
+from trioqueue._job_checks import MAX_AFTER
+from trioqueue._job_input import prepare
 
 
 def test_receipts_and_ids_are_kept_once_each_in_order():

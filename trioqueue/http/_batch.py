@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backend_values import AddMode, NewJob, Receipt
-from .._exceptions import BackendUnavailable, IdempotencyConflict, MemoryFull
+from .._exceptions import BackendUnavailable, DependencyNotFound, IdempotencyConflict, MemoryFull
 from .._job_input import prepare
 from ._jobs import (
     FULL_MESSAGE,
@@ -58,7 +58,8 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 400,
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
-                '"at", "max_attempts", "handler_timeout", "task", "priority" and "headers"',
+                '"at", "max_attempts", "handler_timeout", "task", "priority", "headers" and '
+                '"after"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -81,6 +82,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 task=job.get("task"),
                 priority=job_priority(job),
                 headers=job.get("headers"),
+                after=job.get("after"),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"
@@ -107,8 +109,9 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
         return checked
     try:
         results = await queue.backend.add_many(checked, AddMode.SUBMIT)  # as submit_many
-    except ValueError as exc:  # a stream source refuses a due time
-        return error(400, "bad_delay", str(exc))
+    except ValueError as exc:  # a stream source refuses a due time, a sharded queue after
+        kind = "bad_job" if any(job.after for job in checked) else "bad_delay"
+        return error(400, kind, str(exc))
     except BackendUnavailable as exc:
         return unavailable(exc, "some jobs may be stored: send the batch again with ids")
     answers: list[dict[str, Any]] = []
@@ -120,6 +123,16 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
                     "id": result.job_id,
                     "stored_hash": result.existing_hash,
                     "new_hash": result.new_hash,
+                }
+            )
+        elif isinstance(result, DependencyNotFound):
+            answers.append(
+                {
+                    "status": 422,
+                    "id": result.child,
+                    "error": "unknown_after",
+                    "message": str(result),
+                    "after": result.job_id,
                 }
             )
         elif isinstance(result, Receipt):

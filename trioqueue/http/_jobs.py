@@ -4,7 +4,8 @@ An event is stored with `Queue.submit`: it never waits for room and never fails
 for a full queue. A full queue stores it unscheduled (``queued: false``, 202),
 and the sweeper schedules it when room frees: it exists, and is scheduled later.
 An event with a ``delay`` (seconds) or an ``at`` (ISO 8601 with its zone) waits
-for its due time (``scheduled: true``, 202), then goes on the ready queue.
+for its due time (``scheduled: true``, 202), then goes on the ready queue; one with
+``after`` (job ids) waits for those jobs to complete (``deferred: true``, 202).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from urllib.parse import quote
 
 import attrs
 
-from .._exceptions import BackendUnavailable, IdempotencyConflict, MemoryFull, QueueFull
+from .._exceptions import (
+    BackendUnavailable,
+    DependencyNotFound,
+    IdempotencyConflict,
+    MemoryFull,
+    QueueFull,
+)
 from ._json import JSONResponse
 
 if TYPE_CHECKING:
@@ -60,6 +67,7 @@ JOB_FIELDS: Final = frozenset(
         "task",
         "priority",
         "headers",
+        "after",
     }
 )
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
@@ -72,6 +80,7 @@ def receipt_json(receipt: Receipt) -> dict[str, Any]:
         "deduplicated": receipt.deduplicated,
         "queued": receipt.queued,
         "scheduled": receipt.scheduled,
+        "deferred": receipt.deferred,
     }
 
 
@@ -166,6 +175,7 @@ class _Fields:
     task: Any
     priority: Any
     headers: Any
+    after: Any
 
 
 def due_fields(
@@ -215,7 +225,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             400,
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
-            '"max_attempts", "handler_timeout", "task", "priority" and "headers"',
+            '"max_attempts", "handler_timeout", "task", "priority", "headers" and "after"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -245,6 +255,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         document.get("task"),
         job_priority(document),
         document.get("headers"),
+        document.get("after"),
     )
 
 
@@ -271,6 +282,7 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
             task=fields.task,
             priority=fields.priority,
             headers=fields.headers,
+            after=fields.after,
         )
     except IdempotencyConflict as exc:
         return error(
@@ -281,6 +293,8 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
             stored_hash=exc.existing_hash,
             new_hash=exc.new_hash,
         )
+    except DependencyNotFound as exc:
+        return error(422, "unknown_after", str(exc), id=exc.child, after=exc.job_id)
     except (TypeError, ValueError) as exc:
         return error(400, "bad_delay" if fields.delay or fields.at else "bad_job", str(exc))
     except QueueFull as exc:  # submit meets one only as a memory budget's MemoryFull

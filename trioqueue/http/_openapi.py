@@ -69,7 +69,9 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             {"$ref": "#/components/schemas/Receipt"},
                             "Stored but not on the ready queue (queued is false): the queue is "
                             "full, and it goes on as soon as room frees; or it was given a "
-                            "delay or an at (scheduled is true), and goes on when due.",
+                            "delay or an at (scheduled is true), and goes on when due; or it "
+                            "runs after other jobs (deferred is true), and goes on once they "
+                            "have all completed.",
                             headers={"Location": {"schema": {"type": "string"}}},
                         ),
                         "200": json_answer(
@@ -103,6 +105,22 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                                 ]
                             },
                             "The id exists with another payload; the stored job is unchanged.",
+                        ),
+                        "422": json_answer(
+                            {
+                                "allOf": [
+                                    {"$ref": "#/components/schemas/Error"},
+                                    {
+                                        "type": "object",
+                                        "properties": {
+                                            "id": {"type": "string"},
+                                            "after": {"type": "string"},
+                                        },
+                                    },
+                                ]
+                            },
+                            "A job named in after is unknown (never stored, or forgotten "
+                            "after the retention): nothing was stored.",
                         ),
                         "413": error_answer(
                             f"The body is over {max_body:,} bytes, or (too_large) the job "
@@ -146,7 +164,9 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                                             "type": "object",
                                             "required": ["status", "id"],
                                             "properties": {
-                                                "status": {"enum": [200, 201, 202, 409, 503]},
+                                                "status": {
+                                                    "enum": [200, 201, 202, 409, 413, 422, 503]
+                                                },
                                                 "id": {"type": "string"},
                                             },
                                         },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._job_checks import MAX_HEADERS, MAX_HEADERS_BYTES
+from .._job_checks import MAX_AFTER, MAX_HEADERS, MAX_HEADERS_BYTES
 from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
 from .._util import MAX_DELAY
 from ._dead_page import SUMMARY
@@ -47,6 +47,10 @@ RECEIPT: dict[str, Any] = {
             "type": "boolean",
             "description": "Stored until its due time (a delay or an at was given).",
         },
+        "deferred": {
+            "type": "boolean",
+            "description": "Waiting for the jobs it runs after (after was given) to complete.",
+        },
     },
 }
 
@@ -60,6 +64,7 @@ RECORD: dict[str, Any] = {
             "enum": [
                 "received",
                 "scheduled",
+                "deferred",
                 "processing",
                 "completed",
                 "failed_retry",
@@ -110,6 +115,11 @@ RECORD: dict[str, Any] = {
         "result_error": {
             "type": ["string", "null"],
             "description": "Why a completed job's return value was not stored.",
+        },
+        "after": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The ids of the jobs it was enqueued to run after.",
         },
         "deduplicated": {"type": "boolean"},
         "task": {
@@ -195,6 +205,14 @@ NEW_JOB: dict[str, Any] = {
             "maxProperties": MAX_HEADERS,
             "description": "Metadata for the job (trace context, a tenant): names and values "
             f"are text, at most {MAX_HEADERS} of them and {MAX_HEADERS_BYTES:,} bytes in all.",
+        },
+        "after": {
+            "type": ["array", "null"],
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+            "maxItems": MAX_AFTER,
+            "description": "The ids of jobs this one runs after: it waits (deferred) until "
+            "they all complete, and becomes a dead letter if one of them does not. Not with "
+            "delay or at.",
         },
     },
 }
