@@ -1584,6 +1584,14 @@ def test_jobs_lists_each_place_with_state_and_attempts(target):
     assert "'running' is not a place: name ready, stored, scheduled, deferred, claimed" in (
         wrong.stderr
     )
+    keyed = [
+        target.run_here("enqueue", "--id", job_id, "--unique-key", "k", '"k"')
+        for job_id in ("k1", "k2")
+    ]
+    assert [k.stdout for k in keyed] == [
+        "k1 enqueued\n",
+        "k2 not added: job k1 holds its key\nk1 already there\n",
+    ]
     unknown = target.run_here("enqueue", "--after", "nobody", '"z"')
     assert unknown.returncode == 1
     assert "no job 'nobody' among the queue's jobs" in unknown.stderr

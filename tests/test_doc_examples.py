@@ -47,6 +47,7 @@ ON_MEMORY = [
     "progress",
     "headers",
     "workflows",
+    "unique_jobs",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 IN_A_PROCESS = ["tracing"]  # it sets OpenTelemetry's global provider, once per process

@@ -491,6 +491,30 @@ async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
         assert "not both" in both.json()["message"]
 
 
+async def test_a_unique_key_answers_with_the_job_that_holds_it(backend):
+    async with served(create_app(backend)) as http:
+        made = await http.post("/jobs", json={"id": "u1", "payload": 1, "unique_key": "k"})
+        assert made.status_code == 201
+        found = await http.post("/jobs", json={"id": "u2", "payload": 2, "unique_key": "k"})
+        assert found.status_code == 200
+        assert (found.json()["id"], found.json()["deduplicated"]) == ("u1", True)
+        assert found.json()["unique_key"] == "k"
+        bounced = await http.post(
+            "/jobs/batch",
+            json={
+                "jobs": [
+                    {"id": "d1", "payload": 1, "unique_key": "d", "debounce": 5},
+                    {"id": "d2", "payload": 2, "unique_key": "d", "debounce": 5},
+                ]
+            },
+        )
+        assert [r["status"] for r in bounced.json()["results"]] == [202, 202]
+        assert (await http.get("/jobs/d1")).json()["state"] == "cancelled"
+        refused = await http.post("/jobs", json={"payload": 1, "debounce": 5})
+        assert (refused.status_code, refused.json()["error"]) == (400, "bad_job")
+        assert "needs a unique_key" in refused.json()["message"]
+
+
 async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
     async with served(create_app(backend)) as http:
         for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import coredis
@@ -355,4 +356,54 @@ async def test_a_killed_worker_and_a_redis_restart_leave_every_chain_whole(
         stats = await backend.stats()
         assert (stats.gauges.held, stats.gauges.deferred, stats.dead_lettered) == (0, 0, 0)
         assert stats.recovered >= 1  # the killed worker's job came back
+        assert stats.conserved
+
+
+async def test_a_unique_key_stays_held_through_a_killed_worker_and_a_restart(
+    own_server: RedisServer,
+):
+    """A keyed job whose worker died keeps its key until it ends, and a debounce survives.
+
+    The key is held while the killed worker's claim waits for recovery, so the same
+    key again finds that job; a debounced job replaced just before Redis restarts
+    from its append-only file stays replaced, and its replacement runs once.
+    """
+    name, min_idle = queue_name(), 1.0
+    async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=min_idle) as backend:
+        queue = Queue(backend)
+        await queue.enqueue("v", id="victim", unique_key="report:1")
+        await start_and_kill_mid_handler(own_server.url, name, min_idle)
+        found = await queue.enqueue("again", id="again", unique_key="report:1")
+        assert (found.id, found.deduplicated) == ("victim", True)
+        await queue.enqueue(1, id="save-1", unique_key="autosave", debounce=3)
+        await queue.enqueue(2, id="save-2", unique_key="autosave", debounce=3)
+        await trio.to_thread.run_sync(partial(own_server.stop, kill=True))  # no clean save
+        await trio.to_thread.run_sync(own_server.start)
+        record = None
+        with trio.fail_after(10):
+            while record is None:  # the first call after the restart finds the link broken
+                try:
+                    record = await queue.status("save-1")
+                except trioqueue.BackendUnavailable:
+                    await trio.sleep(0.1)
+        assert record.state is trioqueue.JobState.CANCELLED
+        ran: list[str] = []
+        both_ran = trio.Event()
+
+        async def handler(job: trioqueue.Job) -> None:
+            ran.append(job.id)
+            if len(ran) == 2:
+                both_ran.set()
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, sweep_interval=0.2, poll_interval=0.2
+        ) as pool:
+            with trio.fail_after(30):
+                await both_ran.wait()
+            pool.mark_producer_finished()
+        assert sorted(ran) == ["save-2", "victim"]
+        fresh = await queue.enqueue("next", id="next", unique_key="report:1")
+        assert (fresh.id, fresh.deduplicated) == ("next", False)
+        stats = await backend.stats()
+        assert stats.recovered == 1
         assert stats.conserved

@@ -137,6 +137,12 @@ class NewJob:
     """The producer's metadata for the job (`Job.headers`); None for none."""
     after: tuple[str, ...] = ()
     """The ids of the jobs it runs after (`JobState.DEFERRED`); empty for none."""
+    unique_key: str | None = None
+    """While a job with this key waits or runs, another with it is not added (see
+    `Queue.enqueue`); None for none."""
+    debounce: bool = False
+    """With *unique_key*: the job waits out its *delay*, and a newer job with its key
+    replaces it until then."""
 
 
 @attrs.frozen
@@ -146,7 +152,9 @@ class Receipt:
     id: str
     """The job's id (a fresh one when none was given)."""
     deduplicated: bool
-    """True when the job already existed with the same payload and nothing was added."""
+    """True when the job already existed with the same payload and nothing was added;
+    or when a job with the same *unique_key* was waiting or running, which this
+    receipt then names (*id* is its id)."""
     queued: bool
     """Whether the job is on the ready queue; False when `Queue.submit` stored it
     while the queue was full (it is scheduled when room frees), or while it waits

@@ -47,6 +47,8 @@ class JobOptions(TypedDict, total=False):
     priority: int | None
     headers: Mapping[str, str] | None
     after: Iterable[str | Receipt] | None
+    unique_key: str | None
+    debounce: Delay | None
 
 
 def due_time(
@@ -112,6 +114,8 @@ def prepare(
     priority: int | None = None,
     headers: Mapping[str, str] | None = None,
     after: Iterable[str | Receipt] | None = None,
+    unique_key: str | None = None,
+    debounce: Delay | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
 
@@ -140,6 +144,25 @@ def prepare(
             "a job runs after=[...] other jobs or at a due time (delay=, at=), not both: "
             "it starts as soon as the jobs it runs after complete"
         )
+    if unique_key is not None:
+        _check_id(unique_key, "a unique_key", "give a short text naming what the job is for")
+    if debounce is not None:
+        if unique_key is None:
+            raise TypeError(
+                "debounce= needs a unique_key=: a newer job replaces the waiting one with "
+                "the same key"
+            )
+        if seconds is not None or epoch is not None or parents:
+            raise TypeError(
+                "debounce= sets when the job is due (that long after the last job with its "
+                "key): give it without delay=, at= or after="
+            )
+        try:
+            seconds, _ = due_time(debounce, None)
+        except (TypeError, ValueError) as exc:  # its words name delay=: this is debounce=
+            raise type(exc)(str(exc).replace("delay=", "debounce=", 1)) from None
+        if seconds is None:
+            raise ValueError(f"debounce={debounce!r}: give a number of seconds > 0")
     encoded = canonical_json(payload)
     if len(encoded) > max_payload:
         raise ValueError(
@@ -159,6 +182,8 @@ def prepare(
         priority=priority,
         headers=checked_headers,
         after=parents,
+        unique_key=unique_key,
+        debounce=debounce is not None,
     )
 
 

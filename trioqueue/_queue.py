@@ -155,15 +155,29 @@ class Queue(QueueReads):
                 after this one. Jobs completed already count as done. Not with
                 *delay* or *at*. A requeued dead letter runs at once: requeue the
                 failed job first, and its followers once it completes.
+            unique_key: While a job enqueued with this key waits or runs (until it
+                completes, fails, is dropped or is cancelled), another job with
+                the same key is not added: the call returns that job's receipt,
+                with ``deduplicated`` set and its *id*. Unlike *id*, the key
+                compares nothing else: the newer payload is dropped.
+            debounce: With *unique_key*: the job is due this many seconds (or a
+                `datetime.timedelta`) from now, and until then a newer job with
+                the same key and a *debounce* replaces it: the older is cancelled
+                (its reason names the newer), and the newer waits its own
+                *debounce* from its arrival. Once the job is ready or running, a
+                newer one is not added, as with *unique_key* alone. Not with
+                *delay*, *at* or *after*.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
                 *delay* and *at* are both given or of the wrong type, or *after*
-                is given with either.
+                is given with either, or *debounce* without *unique_key* or with
+                *delay*, *at* or *after*.
             ValueError: *id* is empty or too long, *payload* is larger than
                 *max_payload* or nests lists and dicts more than 100 levels deep,
                 *delay* is negative, *at* has no time zone, *priority* is not
-                one of `PRIORITIES`, or *after* holds a bad id or this job's own.
+                one of `PRIORITIES`, *after* holds a bad id or this job's own, or
+                *unique_key* is empty or too long.
             IdempotencyConflict: *id* exists with a different payload.
             DependencyNotFound: A job named in *after* is unknown (never enqueued,
                 or forgotten after the retention); this job was not accepted.
@@ -236,6 +250,9 @@ class Queue(QueueReads):
             headers: The headers of every job of the batch, as for `enqueue`.
             after: The jobs every job of the batch runs after, as for `enqueue`; a
                 job's place holds the `DependencyNotFound` when one is unknown.
+            unique_key: The key of every job of the batch, as for `enqueue`: the
+                first is added, the others find it.
+            debounce: As for `enqueue`: the last job of the batch replaces the others.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;

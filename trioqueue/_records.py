@@ -182,6 +182,9 @@ class JobRecord:
     after: tuple[str, ...] = ()
     """The ids of the jobs it was enqueued to run after (``enqueue(...,
     after=[...])``), in the order given; empty for a job that waited for none."""
+    unique_key: str | None = None
+    """The key no other job held while this one waited or ran (``enqueue(...,
+    unique_key=...)``); None for none."""
 
 
 @attrs.frozen

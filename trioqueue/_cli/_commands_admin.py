@@ -132,6 +132,18 @@ def add_enqueue(commands: argparse._SubParsersAction[Parser]) -> None:
         help="run the jobs once job ID has completed (they wait, deferred, until then; if it "
         "fails they become dead letters); repeat for more",
     )
+    enqueue.add_argument(
+        "--unique-key",
+        metavar="KEY",
+        help="add no job while one with KEY waits or runs (that job is reported instead)",
+    )
+    enqueue.add_argument(
+        "--debounce",
+        metavar="SECONDS",
+        type=float,
+        help="with --unique-key: the job is due SECONDS from now, and a newer one with the "
+        "key replaces it until then",
+    )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 

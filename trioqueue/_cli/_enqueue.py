@@ -90,6 +90,8 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             priority=args.priority,
             headers=None if args.headers is None else dict(args.headers),
             after=args.after,
+            unique_key=args.unique_key,
+            debounce=args.debounce,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None
@@ -221,6 +223,8 @@ async def _send(
         tally.deferred += fresh and receipt.deferred
         tally.stored += fresh and not (receipt.queued or receipt.scheduled or receipt.deferred)
         if args.json is not None:
+            if receipt.id != job.id:  # another job holds the unique key
+                print(f"{printable(job.id)} not added: job {printable(receipt.id)} holds its key")
             print(f"{printable(receipt.id)} {await _state_of(receipt, backend)}")
     return False
 

@@ -58,8 +58,8 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 400,
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
-                '"at", "max_attempts", "handler_timeout", "task", "priority", "headers" and '
-                '"after"',
+                '"at", "max_attempts", "handler_timeout", "task", "priority", "headers", '
+                '"after", "unique_key" and "debounce"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -83,6 +83,8 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 priority=job_priority(job),
                 headers=job.get("headers"),
                 after=job.get("after"),
+                unique_key=job.get("unique_key"),
+                debounce=job.get("debounce"),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"

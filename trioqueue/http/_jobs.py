@@ -68,6 +68,8 @@ JOB_FIELDS: Final = frozenset(
         "priority",
         "headers",
         "after",
+        "unique_key",
+        "debounce",
     }
 )
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
@@ -176,6 +178,8 @@ class _Fields:
     priority: Any
     headers: Any
     after: Any
+    unique_key: Any
+    debounce: Any
 
 
 def due_fields(
@@ -225,7 +229,8 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             400,
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
-            '"max_attempts", "handler_timeout", "task", "priority", "headers" and "after"',
+            '"max_attempts", "handler_timeout", "task", "priority", "headers", "after", '
+            '"unique_key" and "debounce"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -256,6 +261,8 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         job_priority(document),
         document.get("headers"),
         document.get("after"),
+        document.get("unique_key"),
+        document.get("debounce"),
     )
 
 
@@ -283,6 +290,8 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
             priority=fields.priority,
             headers=fields.headers,
             after=fields.after,
+            unique_key=fields.unique_key,
+            debounce=fields.debounce,
         )
     except IdempotencyConflict as exc:
         return error(

@@ -121,6 +121,10 @@ RECORD: dict[str, Any] = {
             "items": {"type": "string"},
             "description": "The ids of the jobs it was enqueued to run after.",
         },
+        "unique_key": {
+            "type": ["string", "null"],
+            "description": "The key no other job held while this one waited or ran.",
+        },
         "deduplicated": {"type": "boolean"},
         "task": {
             "type": ["string", "null"],
@@ -213,6 +217,20 @@ NEW_JOB: dict[str, Any] = {
             "description": "The ids of jobs this one runs after: it waits (deferred) until "
             "they all complete, and becomes a dead letter if one of them does not. Not with "
             "delay or at.",
+        },
+        "unique_key": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_ID_LENGTH,
+            "description": "While a job with this key waits or runs, no other is stored: the "
+            "answer is that job's (200, deduplicated, its id).",
+        },
+        "debounce": {
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": MAX_DELAY,
+            "description": "With unique_key: the job is due this many seconds from now, and "
+            "a newer one with the key and a debounce replaces it until then.",
         },
     },
 }

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import ENDED_HOW, RECORD_BYTES, Entry, due_time, headers_bytes
+from ._entry import ENDED_HOW, RECORD_BYTES, Entry, due_time, headers_bytes, replaced_by
 
 __all__ = ["Adding"]
 
@@ -55,6 +55,13 @@ class Adding(MemoryBase):
             self._metrics.deduplicated += 1
             return self._receipt(entry, deduplicated=True)
         now = self.now()
+        holder = self._key_holder(job)
+        if holder is not None:
+            if not (job.debounce and holder.debounce and holder.state is JobState.SCHEDULED):
+                self._metrics.deduplicated += 1
+                return self._receipt(holder, deduplicated=True)
+            self._unschedule(holder)  # replaced: the newer job waits in its place
+            self._cancel_now(holder, now, replaced_by(job.id))
         due = due_time(job, now)
         parents = [self._records.get(parent) for parent in job.after]
         for parent_id, parent in zip(job.after, parents, strict=True):
@@ -67,7 +74,7 @@ class Adding(MemoryBase):
         if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         size = len(job.encoded) + headers_bytes(job.headers) + RECORD_BYTES
-        size += sum(len(parent) for parent in job.after)
+        size += sum(len(parent) for parent in job.after) + len(job.unique_key or "")
         if self._max_bytes is not None and size > self._max_bytes:
             return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
         if not self._room_for(size):  # evicts finished records for it first
@@ -89,8 +96,12 @@ class Adding(MemoryBase):
             priority=job.priority,
             headers=dict(job.headers or {}),
             after=job.after,
+            unique_key=job.unique_key,
+            debounce=job.debounce,
         )
         self._records[job.id] = entry
+        if job.unique_key is not None:
+            self._unique[job.unique_key] = job.id
         self._bytes += size
         self._metrics.enqueued += 1
         if waits_for:
@@ -108,6 +119,12 @@ class Adding(MemoryBase):
             entry.state = JobState.SCHEDULED
             self._defer(entry, due)
         return self._receipt(entry, deduplicated=False)
+
+    def _key_holder(self, job: NewJob) -> Entry | None:
+        """The job waiting or running that holds *job*'s unique_key, if any."""
+        if job.unique_key is None or (holder_id := self._unique.get(job.unique_key)) is None:
+            return None
+        return self._records.get(holder_id)
 
     @staticmethod
     def _receipt(entry: Entry, *, deduplicated: bool) -> Receipt:

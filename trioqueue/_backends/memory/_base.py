@@ -51,6 +51,7 @@ class MemoryBase:
         self._arrivals = itertools.count()
         self._claims: dict[str, Entry] = {}
         self._deferred: dict[str, Entry] = {}  # waiting for the jobs they run after, in order
+        self._unique: dict[str, str] = {}  # each unique_key held: the id of the job holding it
         self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._dead: dict[str, None] = {}
         self._last_token = 0  # claim tokens are the numbers after it, never reused
@@ -169,6 +170,16 @@ class MemoryBase:
         heapq.heappush(self._scheduled, (due, next(self._arrivals), entry))
         if self._scheduled[0][2] is entry:
             self._work.unpark()  # a claimer waiting until a later due time waits anew
+
+    def _unschedule(self, entry: Entry) -> None:
+        """Take *entry*, which no claim holds, from where it waits (deferred: `_cancel_now`)."""
+        if entry in self._ready:
+            self._ready.remove(entry)
+        elif entry in self._unqueued:
+            self._unqueued.remove(entry)
+        elif entry.state is not JobState.DEFERRED:
+            self._scheduled = [item for item in self._scheduled if item[2] is not entry]
+            heapq.heapify(self._scheduled)
 
     def _next_due(self) -> float:
         """When the next stored job is due (Trio's clock); infinity when none is stored."""
@@ -289,10 +300,17 @@ class MemoryBase:
         entry.reason = after_failed(parent, how)
         self._metrics.dead_lettered += 1
         self._dead[entry.id] = None
+        self._let_key_go(entry)
         self._waiters.notify(entry.id)
+
+    def _let_key_go(self, entry: Entry) -> None:
+        """*entry* ended: another job may take its unique_key."""
+        if entry.unique_key is not None and self._unique.get(entry.unique_key) == entry.id:
+            del self._unique[entry.unique_key]
 
     def _retire(self, entry: Entry, now: float) -> None:
         """*entry* is finished: wake its waiters, keep its record as the retention allows."""
+        self._let_key_go(entry)
         self._waiters.notify(entry.id)
         self._finished[entry.id] = now
         limit = self._retention.max_count

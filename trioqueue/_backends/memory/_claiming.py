@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import json
 from typing import TYPE_CHECKING
 
@@ -129,13 +128,7 @@ class Claiming(MemoryBase):
             result = CancelResult.REQUESTED
         else:
             now = self.now()
-            if entry in self._ready:
-                self._ready.remove(entry)
-            elif entry in self._unqueued:
-                self._unqueued.remove(entry)
-            elif entry.state is not JobState.DEFERRED:  # _cancel_now takes it from there
-                self._scheduled = [item for item in self._scheduled if item[2] is not entry]
-                heapq.heapify(self._scheduled)
+            self._unschedule(entry)
             self._cancel_now(entry, now, CANCELLED_WAITING)
             self._fill(now)  # its room goes to the next
             result = CancelResult.CANCELLED

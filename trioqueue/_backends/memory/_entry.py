@@ -24,6 +24,7 @@ __all__ = [
     "after_failed",
     "cost",
     "due_time",
+    "replaced_by",
 ]
 
 RECORD_BYTES: Final = 1024  # MemoryBackend.RECORD_COST (its docstring says why)
@@ -47,6 +48,11 @@ def after_failed(parent: str, how: str) -> str:
     The Redis backend's scripts word it the same (``lua/prelude/5-endings.lua``).
     """
     return f"it was to run after job {parent!r}, which {how}; requeue it to run it all the same"
+
+
+def replaced_by(job_id: str) -> str:
+    """The reason of a debounced job a newer one with its key replaced (also in add.lua)."""
+    return f"replaced by job {job_id!r}, enqueued later with the same unique_key"
 
 
 def due_time(job: NewJob, now: float) -> float | None:
@@ -95,6 +101,8 @@ class Entry:
     after: tuple[str, ...] = ()  # the jobs it was enqueued to run after
     waiting_on: int = 0  # while DEFERRED: how many of them have not completed
     followers: list[str] = attrs.field(factory=list)  # the deferred jobs that run after it
+    unique_key: str | None = None  # held in MemoryBase._unique while the job waits or runs
+    debounce: bool = False  # a newer job with its key replaces it while it is scheduled
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -121,13 +129,14 @@ class Entry:
             progress=None if self.progress is None else json.loads(self.progress),
             headers=dict(self.headers),
             after=self.after,
+            unique_key=self.unique_key,
         )
 
 
 def cost(entry: Entry) -> int:
     """What *entry* counts for in a `MemoryBackend`'s budget."""
     extra = len(entry.result or b"") + len(entry.progress or b"") + headers_bytes(entry.headers)
-    extra += sum(len(parent) for parent in entry.after)
+    extra += sum(len(parent) for parent in entry.after) + len(entry.unique_key or "")
     return len(entry.encoded) + extra + RECORD_BYTES
 
 

@@ -120,6 +120,8 @@ class Inspecting(MemoryBase):
         entry.attempts = 0
         entry.reason = None
         entry.waiting_on = 0
+        if entry.unique_key is not None:  # unless a newer job took it meanwhile
+            self._unique.setdefault(entry.unique_key, entry.id)
         entry.cancel_requested = False
         entry.life_from = self._last_token
         self._schedule(entry, now)

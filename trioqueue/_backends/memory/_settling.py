@@ -117,6 +117,7 @@ class Settling(MemoryBase):
                 entry.last_error = error
                 self._metrics.failed += 1
             self._dead[entry.id] = None
+            self._let_key_go(entry)
             self._waiters.notify(entry.id)
             self._fail_followers(entry, ENDED_HOW[JobState.FAILED], self.now())
             self._unclaim(claim)

@@ -46,6 +46,18 @@ def _options_argument(job: NewJob) -> str:
     return json.dumps(options, separators=(",", ":"), ensure_ascii=False)
 
 
+def _extras_argument(job: NewJob) -> str:
+    """The add script's extras for *job*: what it runs after, its unique key ('' for none)."""
+    extras: dict[str, object] = {}
+    if job.after:
+        extras["a"] = job.after
+    if job.unique_key is not None:
+        extras["u"] = job.unique_key
+        if job.debounce:
+            extras["b"] = 1
+    return json.dumps(extras, separators=(",", ":"), ensure_ascii=False) if extras else ""
+
+
 class Adding(RedisBase):
     """RedisBackend methods: adding jobs, idempotent by id, in slices."""
 
@@ -77,11 +89,12 @@ class Adding(RedisBase):
                 "group reads its entries in stream order); enqueue prioritised jobs to a list "
                 "queue (RedisBackend(url, queue=...)), or leave priority= at 0"
             )
-        if self._stream is not None and any(j.after for j in jobs):
+        if self._stream is not None and any(j.after or j.unique_key for j in jobs):
             raise ValueError(
                 f"stream {self._stream.stream!r}: a stream source cannot hold a job until "
-                "others complete (every group reads the entry at once); enqueue jobs that "
-                "run after others to a list queue (RedisBackend(url, queue=...))"
+                "others complete, nor keep one job per unique key (every group reads each "
+                "entry at once); enqueue such jobs to a list queue (RedisBackend(url, "
+                "queue=...))"
             )
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]
@@ -97,7 +110,7 @@ class Adding(RedisBase):
                     self._due_argument(job),
                     _options_argument(job),
                     str(job.priority) if job.priority else "",
-                    json.dumps(job.after, ensure_ascii=False) if job.after else "",
+                    _extras_argument(job),
                 )
             ]
             reply = await self._run("add", mode.value, *args)
@@ -171,6 +184,16 @@ class Adding(RedisBase):
         if status == b"conflict":
             self._metrics.conflicts += 1
             return IdempotencyConflict(job.id, text(detail), job.payload_hash)
+        if status == b"keyed":  # another job holds the unique key: this is its receipt
+            self._metrics.deduplicated += 1
+            where, holder = detail[:1], text(detail[1:])
+            return Receipt(
+                id=holder,
+                deduplicated=True,
+                queued=where == b"1",
+                scheduled=where == b"s",
+                deferred=where == b"w",
+            )
         if status == b"noparent":
             return DependencyNotFound(job.id, text(detail))
         return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew

@@ -155,6 +155,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         progress=progress,
         headers=headers,
         after=after,
+        unique_key=get("uk") or None,
     )
 
 

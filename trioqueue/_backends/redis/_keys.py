@@ -43,6 +43,7 @@ SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
     ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
     ".priority+2", ".priority+1", ".priority-1", ".priority-2", ".expiry", ".deferred",
+    ".unique",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -111,6 +112,9 @@ class RedisKeys:
     deferred: str = ""
     """Sorted set of the jobs waiting for the jobs they run after, scored by when
     they were accepted."""
+    unique: str = ""
+    """Hash of each unique key held (``enqueue(..., unique_key=...)``) to the id of the
+    job holding it, while that job waits or runs."""
     stream: str = ""
     """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
     wake: str = ""
@@ -152,6 +156,7 @@ class RedisKeys:
             levels=tuple(f"{queue}.priority{p:+d}" for p in PRIORITIES if p),
             expiry=f"{queue}.expiry",
             deferred=f"{queue}.deferred",
+            unique=f"{queue}.unique",
         )
         return keys
 
@@ -203,6 +208,7 @@ class RedisKeys:
             *self.levels,
             self.expiry,
             self.deferred,
+            self.unique,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

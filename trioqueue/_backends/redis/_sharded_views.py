@@ -250,11 +250,17 @@ class ShardedViews(ShardsBase):
 
 
 def _refuse_after(jobs: Sequence[NewJob]) -> None:
-    """Raise ValueError if one of *jobs* runs after others: shards cannot see each other."""
+    """Raise ValueError if a job runs after others or has a unique key: shards are blind."""
     if any(job.after for job in jobs):
         raise ValueError(
             "a sharded queue cannot run a job after others: it spreads jobs over "
             "independent queues by id, and each settles its own; use one RedisBackend "
             "for jobs that run after others (on a Redis Cluster, one queue's keys share "
             "a slot)"
+        )
+    if any(job.unique_key is not None for job in jobs):
+        raise ValueError(
+            "a sharded queue cannot keep one job per unique_key: it spreads jobs over "
+            "independent queues by id, and a key's job may be on any of them; use one "
+            "RedisBackend for keyed jobs (on a Redis Cluster, one queue's keys share a slot)"
         )

@@ -3,25 +3,34 @@
 -- seconds from now, or 'a' and seconds since the epoch on the server's clock), its
 -- options ('' for none, else a JSON object: max_attempts, handler timeout, task
 -- name; kept as the job's 'o', unread here, and handed out with each claim), its
--- priority ('' for 0; kept as 'pr': which ready list it waits on), and the ids of the
--- jobs it runs after ('' for none, else a JSON array; kept as 'dp').
+-- priority ('' for 0; kept as 'pr': which ready list it waits on), and its extras:
+-- '' for none, else a JSON object of 'a', the ids of the jobs it runs after (kept as
+-- 'dp'), 'u', its unique key (kept as 'uk'), and 'b': 1 when it is debounced.
 -- Returns two values per job handled: {'new' | 'dup', queued 0/1, 's' while it
 -- waits for its due time, 'w' while it waits for the jobs it runs after, or 'x' when
--- one of them ended without completing (it is a dead letter)}, {'conflict', the
--- stored hash}, {'noparent', the id it runs after that is unknown} or {'full',
--- capacity}. A delayed job, or one that waits for others, takes no room until it is
--- ready, so it never finds the queue full. In
+-- one of them ended without completing (it is a dead letter)}, {'keyed', one of
+-- those marks followed by the id of the job that holds the unique key},
+-- {'conflict', the stored hash}, {'noparent', the id it runs after that is unknown}
+-- or {'full', capacity}. A delayed job, or one that waits for others, takes no room
+-- until it is ready, so it never finds the queue full. In
 -- 'wait' mode the first 'full' ends the call: the caller waits for room and sends the
 -- rest again; in 'nowait' mode the rest are still looked at (a duplicate is found even
 -- when the queue is full); 'submit' never meets a full queue.
 local mode = ARGV[8]
--- the dead list and the deferred set are not among the keys checked for every add
+-- the dead list, the deferred set and the unique keys are not among the keys
+-- checked for every add
 for i = 9, #ARGV, 7 do
   if ARGV[i + 6] ~= '' then
-    local refused = wrong_kind(4) or wrong_kind(20)
+    local refused = wrong_kind(4) or wrong_kind(20) or wrong_kind(21)
     if refused then return refused end
     break
   end
+end
+-- What a job's receipt says of where it waits (see the returns above).
+local function mark(state, queued)
+  if state == 'scheduled' then return 's' end
+  if state == 'deferred' then return 'w' end
+  return queued
 end
 -- the jobs on the ready lists, counted once (each LLEN is a call) and kept up to date
 local ready
@@ -36,8 +45,13 @@ local function finish()
   return replies
 end
 for i = 9, #ARGV, 7 do
-  local id, payload, hash, when, options, priority, after = ARGV[i], ARGV[i + 1],
+  local id, payload, hash, when, options, priority, extras = ARGV[i], ARGV[i + 1],
     ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local after, unique, debounce = nil, nil, false
+  if extras ~= '' then
+    extras = cjson.decode(extras)
+    after, unique, debounce = extras.a, extras.u, extras.b == 1
+  end
   local key = jobkey(id)
   local due
   if when ~= '' then
@@ -60,8 +74,8 @@ for i = 9, #ARGV, 7 do
   -- the jobs it runs after that have not completed (wait), the first unknown one
   -- (missing), the first that ended otherwise and how (ended)
   local wait, missing, ended, how = {}, nil, nil, nil
-  if not existing and after ~= '' then
-    for _, parent in ipairs(cjson.decode(after)) do
+  if not existing and after then
+    for _, parent in ipairs(after) do
       local state = redis.call('HGET', jobkey(parent), 's')
       if not state then
         missing = missing or parent
@@ -71,18 +85,37 @@ for i = 9, #ARGV, 7 do
       end
     end
   end
+  -- the job waiting or running that holds its unique key, unless it replaces it
+  local holder
+  if not existing and unique then
+    holder = redis.call('HGET', K_UNIQUE, unique)
+    local held = holder and redis.call('HMGET', jobkey(holder), 's', 'q', 'db')
+    if not held or not held[1] or is_finished(held[1]) then
+      holder = nil  -- none; or a record gone with the key TTL
+    elseif debounce and held[1] == 'scheduled' and held[3] then
+      -- replaced: the newer job waits in its place
+      redis.call('ZREM', K_SCHED, holder)
+      cancel_now(holder, "replaced by job '" .. id .. "', enqueued later with the same unique_key")
+      holder = nil
+    else
+      holder = mark(held[1], held[2]) .. holder
+    end
+  end
   if existing then
     if existing == hash then
       counts.deduplicated = counts.deduplicated + 1
       replies[#replies + 1] = 'dup'
       local found = redis.call('HMGET', key, 'q', 's')
-      local marks = {scheduled = 's', deferred = 'w'}
-      replies[#replies + 1] = marks[found[2]] or found[1]
+      replies[#replies + 1] = mark(found[2], found[1])
     else
       counts.conflicts = counts.conflicts + 1
       replies[#replies + 1] = 'conflict'
       replies[#replies + 1] = existing
     end
+  elseif holder then
+    counts.deduplicated = counts.deduplicated + 1
+    replies[#replies + 1] = 'keyed'
+    replies[#replies + 1] = holder
   elseif missing then
     replies[#replies + 1] = 'noparent'
     replies[#replies + 1] = missing
@@ -96,7 +129,12 @@ for i = 9, #ARGV, 7 do
       'c', stamp(NOW), 't', '', 'lf', life_from())
     if options ~= '' then redis.call('HSET', key, 'o', options) end
     if priority ~= '' then redis.call('HSET', key, 'pr', priority) end
-    if after ~= '' then redis.call('HSET', key, 'dp', after) end
+    if after then redis.call('HSET', key, 'dp', cjson.encode(after)) end
+    if unique then
+      redis.call('HSET', key, 'uk', unique)
+      redis.call('HSET', K_UNIQUE, unique, id)
+      if debounce then redis.call('HSET', key, 'db', 1) end
+    end
     counts.enqueued = counts.enqueued + 1
     replies[#replies + 1] = 'new'
     if ended then

@@ -85,10 +85,15 @@ end
 -- process's waiters read it; the newest EVENTS_KEPT or so are kept, an hour after
 -- the last. A waiter that missed one finds the job finished when it looks again.
 local EVENTS_KEPT = 10000
+-- It also lets the job's unique key go (add.lua), if the job still holds it.
 local function ended(id)
-  if redis.call('HGET', jobkey(id), 'wt') then
+  local marks = redis.call('HMGET', jobkey(id), 'wt', 'uk')
+  if marks[1] then
     redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', 'id', id)
     redis.call('EXPIRE', K_EVENTS, 3600)
+  end
+  if marks[2] and redis.call('HGET', K_UNIQUE, marks[2]) == id then
+    redis.call('HDEL', K_UNIQUE, marks[2])
   end
 end
 
