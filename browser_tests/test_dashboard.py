@@ -23,7 +23,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -57,7 +57,9 @@ def service() -> Iterator[str]:
     handler = "dashboard_handlers:fails_once_when_asked"
     command = [sys.executable, "-m", "trioqueue", "serve", "--bind", f"127.0.0.1:{port}"]
     process = subprocess.Popen(
-        [*command, "--handler", handler, "--max-attempts", "1"],
+        # --grace 5: a test may leave jobs due later, which the memory backend would
+        # otherwise wait 30 s for before it stops
+        [*command, "--handler", handler, "--max-attempts", "1", "--grace", "5"],
         cwd=HERE,
         env={**os.environ, "TRIOQUEUE_ADMIN_TOKEN": TOKEN},
         stdout=subprocess.PIPE,
@@ -160,6 +162,7 @@ def test_the_dashboard_shows_the_queue_live_and_requeues_a_dead_letter(service, 
     )
     assert rates == depths - 1
     SCREENSHOT.parent.mkdir(exist_ok=True)
+    browser.execute_script("window.scrollTo(0, 0)")  # the lookup scrolled down to its answer
     browser.save_screenshot(str(SCREENSHOT))
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
@@ -227,3 +230,55 @@ def test_the_dashboard_pauses_and_resumes_the_queue_with_the_token(service, brow
     assert _text(browser, "pause-toggle") == "Pause queue"
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_the_dashboard_browses_a_place_and_runs_cancels_and_requeues_jobs(service, browser):
+    for n in range(55):  # more than one page of 50, all waiting for an hour
+        assert _post(service, {"id": f"later-{n:02}", "payload": {"n": n}, "delay": 3600}) == 202
+    assert _post(service, {"id": "poison", "payload": {"fail": True}}) == 201
+    browser.get(service)
+    wait = WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(lambda b: _text(b, "g-dead") == "1")
+    assert "enter the service's token" in _text(browser, "job-rows")
+    browser.find_element(By.ID, "token").send_keys(TOKEN, Keys.TAB)
+    Select(browser.find_element(By.ID, "place")).select_by_value("scheduled")
+
+    def shown(b: webdriver.Chrome, kind: str) -> list[str]:
+        return [
+            str(button.get_attribute(f"data-{kind}"))
+            for button in b.find_elements(By.CSS_SELECTOR, f"#job-rows button[data-{kind}]")
+        ]
+
+    wait.until(lambda b: len(shown(b, "run")) == 50 and b.find_elements(By.ID, "jobs-more"))
+    assert shown(browser, "run")[:2] == ["later-00", "later-01"]  # soonest due first
+    browser.find_element(By.ID, "jobs-more").click()
+    wait.until(lambda b: len(shown(b, "run")) == 55 and not b.find_elements(By.ID, "jobs-more"))
+
+    # run one now: it leaves the place, and runs
+    browser.find_element(By.CSS_SELECTOR, "button[data-run='later-07']").click()
+    wait.until(lambda b: _text(b, "jobs-message") == "later-07 runs now")
+    wait.until(lambda b: "later-07" not in shown(b, "run"))
+    wait.until(lambda b: _text(b, "c-succeeded") == "1")
+    # cancel another: it is gone from the place, cancelled
+    browser.find_element(By.CSS_SELECTOR, "button[data-cancel='later-08']").click()
+    wait.until(lambda b: _text(b, "jobs-message") == "later-08: cancel asked")
+    wait.until(lambda b: "later-08" not in shown(b, "run") and len(shown(b, "run")) == 53)
+
+    # the dead letter, from the browser's dead place: requeued, it runs again and passes
+    Select(browser.find_element(By.ID, "place")).select_by_value("dead")
+    wait.until(lambda b: shown(b, "retry") == ["poison"])
+    assert shown(browser, "cancel") == []  # a finished job has nothing to cancel
+    browser.find_element(By.CSS_SELECTOR, "button[data-retry='poison']").click()
+    wait.until(lambda b: _text(b, "jobs-message") == "poison requeued")
+    wait.until(lambda b: _text(b, "c-succeeded") == "2")
+    Select(browser.find_element(By.ID, "place")).select_by_value("finished")
+    wait.until(lambda b: {"later-07", "later-08", "poison"} <= set(_row_ids(b)))
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+
+
+def _row_ids(browser: webdriver.Chrome) -> list[str]:
+    return [
+        str(row.find_element(By.CSS_SELECTOR, "td").text)
+        for row in browser.find_elements(By.CSS_SELECTOR, "#job-rows tr")
+    ]

@@ -515,6 +515,48 @@ async def test_a_unique_key_answers_with_the_job_that_holds_it(backend):
         assert "needs a unique_key" in refused.json()["message"]
 
 
+async def test_the_jobs_of_a_place_page_by_page_and_a_scheduled_one_runs_now(backend):
+    queue = trioqueue.Queue(backend)
+    for n in range(5):
+        await queue.enqueue(n, id=f"later-{n}", delay=3600 + n)
+    await queue.enqueue(9, id="ready-1")
+    async with served(create_app(backend, admin_token="t")) as http:
+        admin = {"Authorization": "Bearer t"}
+        assert (await http.get("/jobs?place=scheduled")).status_code == 401  # reads need it
+        first = await http.get("/jobs?place=scheduled&limit=2", headers=admin)
+        assert first.status_code == 200
+        page = first.json()
+        assert (page["place"], page["next"]) == ("scheduled", "2")
+        assert [job["id"] for job in page["jobs"]] == ["later-0", "later-1"]
+        assert page["jobs"][0]["state"] == "scheduled"
+        assert page["jobs"][0]["due_at"] is not None
+        assert set(page["jobs"][0]) == {
+            "id", "state", "attempts", "priority", "queued", "due_at", "updated_at",
+            "reason", "task", "after", "unique_key",
+        }  # fmt: skip
+        rest = (await http.get("/jobs?place=scheduled&limit=2&cursor=4", headers=admin)).json()
+        assert ([job["id"] for job in rest["jobs"]], rest["next"]) == (["later-4"], None)
+        for query, kind in (
+            ("place=running", "bad_place"),
+            ("place=ready&limit=0", "bad_page"),
+            ("place=ready&cursor=x", "bad_page"),
+            ("place=ready&cursor=9990&limit=50", "bad_page"),
+        ):
+            refused = await http.get(f"/jobs?{query}", headers=admin)
+            assert (refused.status_code, refused.json()["error"]) == (400, kind), query
+        # running one now: the token, and only a job waiting for its due time
+        assert (await http.post("/jobs/later-3/run")).status_code == 401
+        ran = await http.post("/jobs/later-3/run", headers=admin)
+        assert (ran.status_code, ran.json()["state"], ran.json()["queued"]) == (
+            200,
+            "received",
+            True,
+        )
+        assert (await http.post("/jobs/ready-1/run", headers=admin)).status_code == 404
+        ready = (await http.get("/jobs?place=ready", headers=admin)).json()
+        assert [job["id"] for job in ready["jobs"]] == ["ready-1", "later-3"]
+
+
 async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
     async with served(create_app(backend)) as http:
         for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):

@@ -361,6 +361,21 @@ class Backend(Protocol):
         """
         ...
 
+    async def run_now(self, job_id: str) -> JobRecord:
+        """Make a job that waits for its due time due now; return its record.
+
+        A delayed job, or a retry a stopped pool gave back mid-backoff (the
+        ``scheduled`` place of `job_ids`), goes on the ready queue at once, or, when
+        the queue is full, stays stored and goes on first as room frees.
+
+        Raises:
+            JobNotFound: *job_id* is not waiting for a due time.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing. Once its change
+        is under way it finishes it.
+        """
+        ...
+
     async def mark_schedule(self, name: str, tick: float) -> None:
         """Record that schedule *name*'s tick at *tick* (seconds since the epoch) is stored.
 

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 import attrs
 
-from ._exceptions import ConfigurationError, DependencyNotFound, IdempotencyConflict, QueueFull
+from ._exceptions import (
+    ConfigurationError,
+    DependencyNotFound,
+    IdempotencyConflict,
+    JobNotFound,
+    QueueFull,
+)
 from ._records import Retention
 
 if TYPE_CHECKING:
@@ -27,6 +33,7 @@ __all__ = [
     "checked_page",
     "checked_place",
     "checked_retention",
+    "not_waiting_for_due_time",
 ]
 
 
@@ -35,6 +42,16 @@ PLACES: Final = ("ready", "stored", "scheduled", "deferred", "claimed", "dead", 
 room there; waiting for its due time; waiting for the jobs it runs after; claimed by
 a worker (running, or waiting out a retry's backoff); a dead letter; finished and
 kept by the retention."""
+
+
+def not_waiting_for_due_time(job_id: str) -> JobNotFound:
+    """What `Backend.run_now` raises for a job that is not waiting for its due time."""
+    return JobNotFound(
+        job_id,
+        "jobs waiting for a due time",
+        "only a delayed job, or a retry a stopped pool gave back mid-backoff, can run "
+        "now (job_ids('scheduled') lists them); a dead letter is requeued instead",
+    )
 
 
 def _check_count(call: str, name: str, value: object) -> None:

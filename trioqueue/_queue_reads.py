@@ -193,6 +193,21 @@ class QueueReads:
             job_id = _checked_id("purge_dead", job_id)
         return await self._backend.purge_dead(job_id)
 
+    async def run_now(self, job_id: str) -> JobRecord:
+        """Run a job that waits for its due time now; return its record.
+
+        A delayed job, or a retry a stopped pool gave back mid-backoff (the
+        ``scheduled`` place of `job_ids`), goes on the ready queue at once; when the
+        queue is full it goes on first as room frees. (A retry a running pool holds
+        while it sleeps out the backoff is that pool's: it is not waiting here.)
+
+        Raises:
+            JobNotFound: *job_id* is not waiting for a due time.
+
+        Always checkpoints. If cancelled, nothing changed.
+        """
+        return await self._backend.run_now(_checked_id("run_now", job_id))
+
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put the dead letter *job_id* back on the queue with fresh attempts.
 

@@ -21,6 +21,7 @@ from .._exceptions import BackendUnavailable, ConfigurationError
 from .._queue import Queue
 from ._access import Access
 from ._batch import post_batch
+from ._browse import Browse
 from ._dead import AdminActions
 from ._hosts import HostCheck
 from ._jobs import error, get_job, post_job, unavailable
@@ -105,8 +106,11 @@ def create_app(
     queue = Queue(backend)
     access = Access(admin_token, tracebacks=tracebacks)
     dead = AdminActions(queue, access)
+    browse = Browse(queue, access)
 
     async def jobs(request: Request) -> JSONResponse:
+        if request.method == "GET":
+            return await browse.list(request)
         return await post_job(request, queue, max_body, access)
 
     async def batch(request: Request) -> JSONResponse:
@@ -160,8 +164,9 @@ def create_app(
         exception_handlers={HTTPException: http_error},
         routes=[
             Route("/", dashboard, methods=["GET"]),
-            Route("/jobs", jobs, methods=["POST"]),
+            Route("/jobs", jobs, methods=["GET", "POST"]),
             Route("/jobs/batch", batch, methods=["POST"]),
+            Route("/jobs/{job_id:path}/run", browse.run_now, methods=["POST"]),
             Route("/jobs/{job_id:path}", job, methods=["GET", "DELETE"]),
             Route("/dead", dead.list_or_purge_all, methods=["GET", "DELETE"]),
             Route("/dead/requeue", dead.requeue_all, methods=["POST"]),

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._backend_values import PLACES
 from .._payload import MAX_ID_LENGTH
-from ._dead_page import DEFAULT_PAGE, MAX_PAGE
+from ._dead_page import (
+    BROWSE_DEEPEST,
+    BROWSE_FIELDS,
+    DEFAULT_BROWSE,
+    DEFAULT_PAGE,
+    MAX_BROWSE,
+    MAX_PAGE,
+)
 from ._openapi_parts import (
     ADMIN,
     BAD_HOST,
@@ -25,6 +33,15 @@ from ._openapi_parts import (
 __all__ = ["openapi_document"]
 
 
+BROWSED: dict[str, Any] = {
+    "type": "object",
+    "description": "A job of a place, summed up.",
+    "required": list(BROWSE_FIELDS),
+    "additionalProperties": False,
+    "properties": {name: RECORD["properties"].get(name, {}) for name in BROWSE_FIELDS},
+}
+
+
 def openapi_document(max_body: int) -> dict[str, Any]:
     """The document, with this service's body limit in it."""
     job_id = {
@@ -42,6 +59,60 @@ def openapi_document(max_body: int) -> dict[str, Any]:
         },
         "paths": {
             "/jobs": {
+                "get": {
+                    "summary": "A page of the jobs in one place, next in turn first (the "
+                    "token, if the service has one)",
+                    "security": [{}, {"admin": []}],
+                    "parameters": [
+                        {
+                            "name": "place",
+                            "in": "query",
+                            "required": True,
+                            "description": "Where the jobs are (Queue.job_ids).",
+                            "schema": {"enum": list(PLACES)},
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "description": f"Jobs on the page ({DEFAULT_BROWSE} unless given).",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_BROWSE},
+                        },
+                        {
+                            "name": "cursor",
+                            "in": "query",
+                            "required": False,
+                            "description": "The next of the page before; none for the first. "
+                            f"Pages reach the first {BROWSE_DEEPEST:,} jobs of a place.",
+                            "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+                        },
+                    ],
+                    "responses": {
+                        **READ,
+                        "200": json_answer(
+                            {
+                                "type": "object",
+                                "required": ["place", "jobs", "next"],
+                                "properties": {
+                                    "place": {"enum": list(PLACES)},
+                                    "jobs": {"type": "array", "items": BROWSED},
+                                    "next": {
+                                        "type": ["string", "null"],
+                                        "description": "The cursor of the next page; null on "
+                                        "the last.",
+                                    },
+                                },
+                            },
+                            "A page of the place's jobs, each summed up; jobs move on between "
+                            "pages, so one may show twice, or not at all.",
+                        ),
+                        "400": error_answer(
+                            "No such place (bad_place), a limit or cursor out of range "
+                            "(bad_page), or a Host this service does not answer to."
+                        ),
+                        "503": UNAVAILABLE,
+                    },
+                },
                 "post": {
                     "summary": "Store a job (idempotent by id)",
                     "parameters": [
@@ -128,7 +199,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                         ),
                         "503": UNAVAILABLE,
                     },
-                }
+                },
             },
             "/jobs/batch": {
                 "post": {
@@ -313,6 +384,22 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "description": "The text exposition format.",
                             "content": {"text/plain": {"schema": {"type": "string"}}},
                         }
+                    },
+                }
+            },
+            "/jobs/{job_id}/run": {
+                "post": {
+                    "summary": "Run a job that waits for its due time now (admin token)",
+                    "security": [{"admin": []}],
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": json_answer(
+                            {"$ref": "#/components/schemas/Record"},
+                            "Its record: on the ready queue, or (queue full) first to go on.",
+                        ),
+                        **ADMIN,
+                        "404": error_answer("It is not waiting for a due time."),
+                        "503": UNAVAILABLE,
                     },
                 }
             },

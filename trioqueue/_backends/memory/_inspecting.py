@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from typing import TYPE_CHECKING
 
 import trio
 
-from ..._backend_values import checked_page, checked_place
+from ..._backend_values import checked_page, checked_place, not_waiting_for_due_time
 from ..._exceptions import JobNotFound
 from ..._records import TERMINAL_STATES, JobRecord, JobState
 
@@ -107,6 +108,24 @@ class Inspecting(MemoryBase):
         if ids and self._max_bytes is not None:
             self._room.unpark_all()  # room for the producers waiting for bytes
         return len(ids)
+
+    async def run_now(self, job_id: str) -> JobRecord:
+        """Make a job that waits for its due time due now; see `Backend.run_now`."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        entry = self._records.get(job_id)
+        if entry is None or not any(item[2] is entry for item in self._scheduled):
+            raise not_waiting_for_due_time(job_id)
+        now = self.now()
+        first = min(now, self._scheduled[0][0])  # before every other due job
+        self._scheduled = [
+            (first, -1, job) if job is entry else (due, order, job)
+            for due, order, job in self._scheduled
+        ]
+        heapq.heapify(self._scheduled)
+        self._fill(now)
+        record = entry.record(self._wall_offset())
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return record
 
     async def requeue_dead(self, job_id: str) -> JobRecord:
         """Put a dead letter back with fresh attempts; see `Backend.requeue_dead`."""

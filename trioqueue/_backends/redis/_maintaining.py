@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._backend_values import SweepReport, checked_capacity
+from ..._backend_values import SweepReport, checked_capacity, not_waiting_for_due_time
 from ..._exceptions import ConfigurationError, JobNotFound
 from ._connection import decode_record, text
 from ._queue_settings import QueueSettings, decode_settings
@@ -34,6 +34,14 @@ class Maintaining(RedisBase):
             raise JobNotFound(job_id, "dead letters")
         self._metrics.dead_requeued += 1
         flat = reply[1]  # the record as requeued, before any worker could claim it
+        return decode_record(job_id, dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    async def run_now(self, job_id: str) -> JobRecord:
+        """Make a job that waits for its due time due now; see `Backend.run_now`."""
+        reply = await self._run("run_now", job_id)
+        if not int(reply[0]):
+            raise not_waiting_for_due_time(job_id)
+        flat = reply[1]
         return decode_record(job_id, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def purge_dead(self, job_id: str | None = None) -> int:

@@ -15,6 +15,7 @@ SCRIPT_NAMES: Final = (
     "renew",
     "sweep",
     "requeue_dead",
+    "run_now",
     "purge_dead",
     "stats",
     "inspect",
@@ -74,6 +75,7 @@ FLAGS: Final = {
     "events": "no-writes,allow-oom",
     "job_ids": "no-writes,allow-oom",
     "cancel": "allow-oom",  # it frees room
+    "run_now": "allow-oom",  # moves one job between lists
     "pause": "allow-oom",  # a flag: pausing a full Redis is how to stop the load on it
     "progress": "allow-oom",  # one field replaced: a full Redis must not fail the handler
 }

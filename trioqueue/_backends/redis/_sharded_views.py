@@ -137,6 +137,10 @@ class ShardedViews(ShardsBase):
         """Put a dead letter back on its shard; see `Backend.requeue_dead`."""
         return await self.shard_for(job_id).requeue_dead(job_id)
 
+    async def run_now(self, job_id: str) -> JobRecord:
+        """Make a job on its shard due now; see `Backend.run_now`."""
+        return await self.shard_for(job_id).run_now(job_id)
+
     async def mark_schedule(self, name: str, tick: float) -> None:
         """Record schedule *name*'s latest tick stored, on the first shard."""
         await self._shards[0].mark_schedule(name, tick)
