@@ -192,3 +192,15 @@ async def test_room_freed_at_once_lets_every_waiting_producer_in(autojump_clock)
         await queue.purge_dead()
         await trio.sleep(1)  # on the mock clock; no pool runs that could wake them later
         assert sorted(done) == [0, 1, 2]  # all three fit now, and all were woken
+
+
+async def test_a_debounced_job_refused_for_the_budget_replaces_nothing(autojump_clock):
+    backend = trioqueue.MemoryBackend(max_bytes=4000)
+    queue = trioqueue.Queue(backend)
+    await queue.enqueue("small", id="A", unique_key="k", debounce=5)
+    with pytest.raises(trioqueue.MemoryFull):
+        await queue.try_enqueue("x" * 5000, id="B", unique_key="k", debounce=5)
+    record = await queue.status("A")
+    assert record is not None
+    assert record.state is trioqueue.JobState.SCHEDULED  # still the one waiting
+    assert await queue.status("B") is None

@@ -523,6 +523,29 @@ async def test_claimed_jobs_and_dead_letters_never_expire(redis_server: RedisSer
         assert [dead.id for dead in await backend.dead_letters()] == ["doomed"]
 
 
+async def test_a_follower_and_a_unique_key_live_as_long_as_their_claimed_job(
+    redis_server: RedisServer,
+):
+    """With a key TTL, what waits on a claimed job (which never expires) does not expire."""
+    async with ttl_queue(redis_server, 0.3) as (backend, client):
+        queue = Queue(backend)
+        await queue.enqueue({"n": 1}, id="parent", unique_key="k")
+        await queue.enqueue({"n": 2}, id="follower", after=["parent"])
+        [claim] = await backend.claim(1, lease=30, block=0)
+        await wait_until_gone(client, backend.keys.ready)
+        await trio.sleep(0.7)  # past two key TTLs, nothing feeding the queue
+        assert await client.pttl(backend.keys.job_prefix + "follower") == -1
+        held = await queue.enqueue({"n": 3}, id="other", unique_key="k")
+        assert (held.id, held.deduplicated) == ("parent", True)
+        assert await backend.ack(claim)
+        record = await queue.status("follower")
+        assert record is not None
+        assert record.state is trioqueue.JobState.RECEIVED  # released, and keyed again
+        assert await client.pttl(backend.keys.job_prefix + "follower") > 0
+        stats = await backend.stats()
+        assert stats.conserved
+
+
 async def test_a_job_that_waited_past_key_ttl_is_forgotten_and_counted(
     redis_server: RedisServer,
 ):

@@ -316,7 +316,8 @@ class Backend(Protocol):
         """The ids of up to *limit* jobs in *place* (one of `PLACES`), next in turn first.
 
         Ready jobs in the order workers take them; stored ones in the order they go
-        on; scheduled ones soonest due first; claimed ones longest held first; dead
+        on; scheduled ones soonest due first; deferred ones (waiting for the jobs
+        they run after) in the order they came; claimed ones longest held first; dead
         letters and finished records oldest first. On Redis, elements another
         program pushed that no worker has claimed yet have no id, and are left out;
         so are a stream's entries its group has not read.

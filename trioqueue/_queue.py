@@ -323,8 +323,16 @@ class Queue(QueueReads):
         was accepted; the others never wait.
 
         Raises:
-            TypeError, ValueError: As `enqueue_many` says.
+            TypeError, ValueError: As `enqueue_many` says, or a *unique_key* or
+                *debounce* is given: a chain's jobs are each other's parents, so one
+                key would leave one job of it.
         """
+        if options.get("unique_key") is not None or options.get("debounce") is not None:
+            raise TypeError(
+                "enqueue_chain takes no unique_key= or debounce=: every job of the chain "
+                "would share the key, and only the first would be added; give the key to "
+                "the job the chain runs after (after=) instead"
+            )
         jobs = self._prepare_many(payloads, ids, options, chain=True)
         return await self._backend.add_many(jobs, AddMode.WAIT)
 

@@ -158,7 +158,7 @@ class QueueReads:
         """The ids of up to *limit* jobs in *place*, next in turn first.
 
         *place* is one of `PLACES`: ``"ready"``, ``"stored"``, ``"scheduled"``,
-        ``"claimed"``, ``"dead"`` or ``"finished"``; see `Backend.job_ids` for the
+        ``"deferred"``, ``"claimed"``, ``"dead"`` or ``"finished"``; see `Backend.job_ids` for the
         order of each. `status` tells more of each job.
 
         Raises:

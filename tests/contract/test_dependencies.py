@@ -254,3 +254,36 @@ async def test_a_follower_requeued_from_the_dead_letters_runs(make_backend, auto
     assert sorted(ran) == ["child", "parent", "parent"]
     assert await state_of(queue, "child") is JobState.COMPLETED
     await assert_conserved(backend)
+
+
+async def test_a_newer_job_of_a_followers_id_waits_only_for_its_own_parents(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    for job_id in ("P", "G", "Q"):
+        await queue.enqueue(job_id, id=job_id)
+    await queue.enqueue("f", id="F", after=["P", "G"])
+    await queue.cancel("G")  # F becomes a dead letter; P still lists it
+    assert await state_of(queue, "F") is JobState.FAILED
+    assert await queue.purge_dead("F") == 1
+    await queue.enqueue("f again", id="F", after=["Q"])  # a new job of that id
+    claims = {c.job.id: c for c in await backend.claim(2, lease=30, block=0)}
+    assert set(claims) == {"P", "Q"}
+    assert await backend.ack(claims["P"])  # P's completion is nothing to the new F
+    assert await state_of(queue, "F") is JobState.DEFERRED
+    assert await backend.ack(claims["Q"])
+    assert await state_of(queue, "F") is JobState.RECEIVED
+    await assert_conserved(backend)
+
+
+async def test_followers_wait_and_go_on_in_the_order_they_came(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue("p", id="P")
+    await queue.enqueue_many(["z", "a", "m"], ids=["z", "a", "m"], after=["P"])
+    await queue.enqueue("b", id="b", after=["P"])
+    assert await queue.job_ids("deferred") == ["z", "a", "m", "b"]
+    [claim] = await backend.claim(1, lease=30, block=0)
+    assert await backend.ack(claim)
+    assert await queue.job_ids("ready") == ["z", "a", "m", "b"]

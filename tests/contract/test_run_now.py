@@ -67,3 +67,22 @@ async def test_a_job_run_now_on_a_full_queue_goes_on_first_as_room_frees(
     await backend.sweep()
     claims = await backend.claim(1, lease=30, block=0)
     assert [c.job.id for c in claims] == ["hurried"]
+
+
+async def test_jobs_run_now_on_a_full_queue_go_on_the_last_first(make_backend, autojump_clock):
+    backend = await make_backend(capacity=1)
+    queue = Queue(backend)
+    await queue.enqueue(0, id="filler")
+    for job_id in ("a", "b", "c"):
+        await queue.enqueue(job_id, id=job_id, delay=3600)
+    for job_id in ("a", "b"):
+        record = await queue.run_now(job_id)
+        assert record.state is JobState.SCHEDULED  # no room yet
+    order = []
+    for _ in range(3):
+        [claim] = await backend.claim(1, lease=30, block=0)
+        order.append(claim.job.id)
+        assert await backend.ack(claim)
+        await backend.sweep()
+    assert order == ["filler", "b", "a"]
+    assert await queue.job_ids("scheduled") == ["c"]

@@ -41,3 +41,11 @@ async def test_a_sharded_queue_refuses_a_unique_key_before_sending():
     )
     with pytest.raises(ValueError, match="cannot keep one job per unique_key"):
         await trioqueue.Queue(backend).enqueue(1, unique_key="k")
+
+
+@pytest.mark.parametrize("options", [{"unique_key": "k"}, {"debounce": 5}])
+async def test_a_chain_refuses_a_key_naming_the_chain(options):
+    queue = trioqueue.Queue(trioqueue.MemoryBackend())
+    with pytest.raises(TypeError, match="enqueue_chain takes no unique_key= or debounce="):
+        await queue.enqueue_chain([1, 2], **options)
+    assert await queue.backend.pending() == 0

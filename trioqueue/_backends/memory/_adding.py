@@ -55,13 +55,12 @@ class Adding(MemoryBase):
             self._metrics.deduplicated += 1
             return self._receipt(entry, deduplicated=True)
         now = self.now()
-        holder = self._key_holder(job)
-        if holder is not None:
-            if not (job.debounce and holder.debounce and holder.state is JobState.SCHEDULED):
-                self._metrics.deduplicated += 1
-                return self._receipt(holder, deduplicated=True)
-            self._unschedule(holder)  # replaced: the newer job waits in its place
-            self._cancel_now(holder, now, replaced_by(job.id))
+        replaced = self._key_holder(job)
+        if replaced is not None and not (
+            job.debounce and replaced.debounce and replaced.state is JobState.SCHEDULED
+        ):
+            self._metrics.deduplicated += 1
+            return self._receipt(replaced, deduplicated=True)
         due = due_time(job, now)
         parents = [self._records.get(parent) for parent in job.after]
         for parent_id, parent in zip(job.after, parents, strict=True):
@@ -82,6 +81,9 @@ class Adding(MemoryBase):
             if mode is AddMode.WAIT:
                 return None  # room comes as jobs finish
             return MemoryFull(self._capacity, self._max_bytes, size)
+        if replaced is not None:  # once nothing can refuse the newer job: it waits instead
+            self._unschedule(replaced)
+            self._cancel_now(replaced, now, replaced_by(job.id))
         entry = Entry(
             id=job.id,
             encoded=job.encoded,
@@ -112,7 +114,7 @@ class Adding(MemoryBase):
                 entry.waiting_on = len(waits_for)
                 self._deferred[job.id] = entry
                 for parent in waits_for:
-                    parent.followers.append(job.id)
+                    parent.followers[job.id] = None
         elif due is None:
             self._schedule(entry, now)
         else:

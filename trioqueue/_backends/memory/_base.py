@@ -267,8 +267,9 @@ class MemoryBase:
         """*entry* completed: each job that waited on it and on nothing else is ready now."""
         for follower_id in entry.followers:
             follower = self._records.get(follower_id)
-            if follower is None or follower.state is not JobState.DEFERRED:
-                continue  # cancelled meanwhile (and maybe forgotten)
+            if not _waits_for(follower, entry.id):
+                continue
+            assert follower is not None
             follower.waiting_on -= 1
             if follower.waiting_on == 0:
                 del self._deferred[follower_id]
@@ -286,8 +287,9 @@ class MemoryBase:
             parent, how = ended.pop()
             for follower_id in parent.followers:
                 follower = self._records.get(follower_id)
-                if follower is None or follower.state is not JobState.DEFERRED:
+                if not _waits_for(follower, parent.id):
                     continue
+                assert follower is not None
                 self._deferred.pop(follower_id)
                 self._dead_at_once(follower, parent.id, how, now)
                 ended.append((follower, "never ran either"))
@@ -367,3 +369,12 @@ class MemoryBase:
             return
         entry.due = None
         self._schedule(entry, now, front=front)
+
+
+def _waits_for(follower: Entry | None, parent: str) -> bool:
+    """Whether *follower* waits for job *parent*: deferred, and *parent* among its ``after``.
+
+    Not so for one that ended since (cancelled, a dead letter), nor for a newer job
+    of its id (purged or forgotten, and enqueued again) that runs after others.
+    """
+    return follower is not None and follower.state is JobState.DEFERRED and parent in follower.after

@@ -100,7 +100,8 @@ class Entry:
     cancel_requested: bool = False  # cancelled while claimed: its pool stops it
     after: tuple[str, ...] = ()  # the jobs it was enqueued to run after
     waiting_on: int = 0  # while DEFERRED: how many of them have not completed
-    followers: list[str] = attrs.field(factory=list)  # the deferred jobs that run after it
+    # the deferred jobs that run after it, each once, in the order they came
+    followers: dict[str, None] = attrs.field(factory=dict)
     unique_key: str | None = None  # held in MemoryBase._unique while the job waits or runs
     debounce: bool = False  # a newer job with its key replaces it while it is scheduled
 

@@ -21,6 +21,8 @@ from ._base import MemoryBase
 
 __all__ = ["Inspecting"]
 
+_HURRIED = 1 << 62  # see run_now: below every arrival's order
+
 
 class Inspecting(MemoryBase):
     """MemoryBackend methods: records, waits, counts."""
@@ -116,9 +118,12 @@ class Inspecting(MemoryBase):
         if entry is None or not any(item[2] is entry for item in self._scheduled):
             raise not_waiting_for_due_time(job_id)
         now = self.now()
-        first = min(now, self._scheduled[0][0])  # before every other due job
+        # before every other due job, the last run now first (as on Redis): an order
+        # below every arrival's, and below the one run now before it
+        first = min(now, self._scheduled[0][0])
+        hurried = -_HURRIED - next(self._arrivals)
         self._scheduled = [
-            (first, -1, job) if job is entry else (due, order, job)
+            (first, hurried, job) if job is entry else (due, order, job)
             for due, order, job in self._scheduled
         ]
         heapq.heapify(self._scheduled)

@@ -142,9 +142,11 @@ for i = 9, #ARGV, 7 do
       replies[#replies + 1] = 'x'
     elseif #wait > 0 then
       redis.call('HSET', key, 's', 'deferred', 'q', 0, 'r', stamp(NOW), 'dw', #wait)
-      redis.call('ZADD', K_DEFER, NOW, id)
+      -- in the order they came, as the memory backend keeps them
+      redis.call('ZADD', K_DEFER, redis.call('HINCRBY', K_CONF, 'arrivals', 1), id)
       for _, parent in ipairs(wait) do follow(parent, id) end
-      if KEY_TTL_MS then keep(id) end
+      -- no key TTL: it lives as long as the jobs it waits for, which may be claimed
+      -- (and a claimed job never expires); it goes with the key TTL once released
       feed()
       replies[#replies + 1] = 'w'
     elseif K_STREAM then

@@ -83,7 +83,8 @@ local function feed()
   if not KEY_TTL_MS then return end
   -- not the counters (they must outlive claimed jobs and dead letters) nor the
   -- claim-token sequence (tokens must never repeat): two small keys stay behind
-  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, K_EXP, K_DEFER, K_UNIQUE, unpack(LEVELS)}) do
+  -- nor the deferred set and the unique keys: they go with jobs that may be claimed
+  for _, k in ipairs({K_UNQ, K_FIN, K_CONF, K_EXP, unpack(LEVELS)}) do
     redis.call('PEXPIRE', k, KEY_TTL_MS)
   end
   -- the delayed jobs' set may have to outlive the queue (see defer), never the reverse

@@ -44,13 +44,23 @@ local function take_followers(id)
   return followers
 end
 
+-- Whether job follower waits for job parent: it is deferred, and parent is among the
+-- jobs it runs after. Not so for one that ended since (cancelled, or a dead letter),
+-- nor for a newer job of its id that runs after others.
+local function waits_for(follower, parent)
+  local fields = redis.call('HMGET', jobkey(follower), 's', 'dp')
+  if fields[1] ~= 'deferred' or not fields[2] then return false end
+  for _, id in ipairs(cjson.decode(fields[2])) do
+    if id == parent then return true end
+  end
+  return false
+end
+
 -- Job id completed: each job that waited for it and for nothing else goes on the queue.
 local function release_followers(id)
   for _, follower in ipairs(take_followers(id)) do
     local key = jobkey(follower)
-    -- one cancelled meanwhile (or forgotten since) is left as it is
-    if redis.call('HGET', key, 's') == 'deferred'
-      and redis.call('HINCRBY', key, 'dw', -1) <= 0 then
+    if waits_for(follower, id) and redis.call('HINCRBY', key, 'dw', -1) <= 0 then
       redis.call('ZREM', K_DEFER, follower)
       redis.call('HDEL', key, 'dw')
       redis.call('HSET', key, 's', 'received')
@@ -83,7 +93,7 @@ local function fail_followers(id, how)
   while #todo > 0 do
     local parent, parent_how = unpack(table.remove(todo))
     for _, follower in ipairs(take_followers(parent)) do
-      if redis.call('HGET', jobkey(follower), 's') == 'deferred' then
+      if waits_for(follower, parent) then
         dead_at_once(follower, parent, parent_how)
         todo[#todo + 1] = {follower, 'never ran either'}
       end
