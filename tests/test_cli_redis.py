@@ -628,6 +628,10 @@ def test_enqueue_with_a_delay_or_a_due_time_schedules_the_jobs(target):
     assert (stats["ready"], stats["scheduled"]) == (0, 3)
     shown = target.run("stats")
     assert "3 scheduled for later" in shown.stdout
+    assert "0 waiting for the jobs they run after" in shown.stdout
+    assert target.run_here("enqueue", "--id", "then", "--after", "e1", '"t"').returncode == 0
+    assert target.stats()["deferred"] == 1
+    assert "1 waiting for the jobs they run after" in target.run("stats").stdout
 
 
 def test_enqueue_stores_a_jobs_own_attempts_and_handler_timeout(target):

@@ -110,8 +110,8 @@ def _stats_text(
         [
             f"queue {printable(args.queue)}: {info.ready} ready, {info.stored} stored for "
             f"lack of room, {info.processing} processing, {info.claims} claimed ({oldest}), "
-            f"{info.dead} dead, {info.scheduled} scheduled for later, {info.finished_kept} "
-            "finished records kept",
+            f"{info.dead} dead, {info.scheduled} scheduled for later, {info.deferred} waiting "
+            f"for the jobs they run after, {info.finished_kept} finished records kept",
             *_levels_line(snap),
             "counters: " + ", ".join(f"{name}={getattr(snap, name)}" for name in COUNTER_NAMES),
             f"throughput: {rate:.1f} jobs/s finished over the last {args.interval:g}s",

@@ -136,7 +136,7 @@ class Inspecting(RedisBase):
         Cancellation: a checkpoint; it only reads.
         """
         reply = await self._run("inspect")
-        ready, stored, processing, claims, oldest, dead, finished, scheduled = reply
+        ready, stored, processing, claims, oldest, dead, finished, scheduled, deferred = reply
         return QueueInfo(
             ready=int(ready),
             stored=int(stored),
@@ -146,4 +146,5 @@ class Inspecting(RedisBase):
             dead=int(dead),
             finished_kept=int(finished),
             scheduled=int(scheduled),
+            deferred=int(deferred),
         )

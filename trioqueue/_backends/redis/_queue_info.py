@@ -27,3 +27,5 @@ class QueueInfo:
     """Finished records the retention still keeps."""
     scheduled: int = 0
     """Jobs stored until their due time (delayed jobs)."""
+    deferred: int = 0
+    """Jobs waiting for the jobs they run after (``enqueue(..., after=[...])``)."""

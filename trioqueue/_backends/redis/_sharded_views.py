@@ -194,6 +194,7 @@ class ShardedViews(ShardsBase):
             dead=sum(info.dead for info in infos),
             finished_kept=sum(info.finished_kept for info in infos),
             scheduled=sum(info.scheduled for info in infos),
+            deferred=sum(info.deferred for info in infos),
         )
 
     async def stored_settings(self) -> QueueSettings | None:
