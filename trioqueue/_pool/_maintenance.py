@@ -123,12 +123,20 @@ async def _renew_forever(
             else:
                 _warn_blocked(woke - due, lease, jobs)
         if books.held:
+            renewing_at, cpu_at = time.monotonic(), time.process_time()
             try:
                 await renew(backend, books, lease)
             except BackendUnavailable as exc:
                 outage.failed(exc)
             else:
                 outage.succeeded(woke)
+            # stopped mid-renewal, the process would wake on time for the next one
+            # (see below): the renewal's own length tells it instead
+            took = time.monotonic() - renewing_at
+            if took > max(period / 2, _BLOCKED_AT_LEAST):
+                still = heartbeat.stood_still(renewing_at, time.monotonic())
+                if still >= took / 2 and time.process_time() - cpu_at < still / 2:
+                    _warn_paused(still, lease)
         # from the time due, not from now: the period stays the period; a renewal that
         # took longer than one (an outage) starts the next at once, and is not "late"
         due = max(due + period, trio.current_time())
