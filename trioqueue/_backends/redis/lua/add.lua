@@ -30,7 +30,7 @@ end
 local function mark(state, queued)
   if state == 'scheduled' then return 's' end
   if state == 'deferred' then return 'w' end
-  return queued
+  return queued or '0'  -- never nil: a nil would cut the reply short, or fail a '..'
 end
 -- the jobs on the ready lists, counted once (each LLEN is a call) and kept up to date
 local ready
