@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._backend_values import PLACES
 from .._exceptions import BackendUnavailable, JobNotFound
-from ._dead_page import BROWSE_DEEPEST, BROWSE_FIELDS, DEFAULT_BROWSE, MAX_BROWSE
+from ._dead_page import BROWSE_DEEPEST, BROWSE_FIELDS, DEFAULT_BROWSE, MAX_BROWSE, is_whole
 from ._jobs import error, unavailable
 from ._json import JSONResponse
 
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
     from ._access import Access
 
 __all__ = ["Browse"]
-
-
-def _whole(text: str) -> bool:
-    """Whether *text* is a whole number in ASCII digits, of at most 12."""
-    return text.isascii() and text.isdigit() and len(text) <= 12
 
 
 class Browse:
@@ -52,9 +47,9 @@ class Browse:
         if place not in PLACES:
             return error(400, "bad_place", f"place is one of {', '.join(PLACES)}")
         limit_text, cursor = query.get("limit", str(DEFAULT_BROWSE)), query.get("cursor", "0")
-        if not (_whole(limit_text) and 1 <= int(limit_text) <= MAX_BROWSE):
+        if not (is_whole(limit_text) and 1 <= int(limit_text) <= MAX_BROWSE):
             return error(400, "bad_page", f"limit is a whole number from 1 to {MAX_BROWSE}")
-        if not _whole(cursor):
+        if not is_whole(cursor):
             return error(
                 400,
                 "bad_page",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .._backend_values import CancelResult
 from .._exceptions import BackendUnavailable, JobNotFound
-from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY
+from ._dead_page import DEFAULT_PAGE, MAX_PAGE, SUMMARY, is_whole
 from ._jobs import error, unavailable
 from ._json import JSONResponse
 
@@ -28,18 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["AdminActions"]
 
 
-def _whole(text: str) -> bool:
-    """Whether *text* is a whole number in ASCII digits, of at most 12."""
-    return text.isascii() and text.isdigit() and len(text) <= 12
-
-
 def _page(request: Request) -> tuple[int, int, bool] | JSONResponse:
     """The offset, limit and summary flag a ``GET /dead`` asks for, or the 400 saying why not."""
     query = request.query_params
     limit_text, cursor = query.get("limit", str(DEFAULT_PAGE)), query.get("cursor", "0")
-    if not (_whole(limit_text) and 1 <= int(limit_text) <= MAX_PAGE):
+    if not (is_whole(limit_text) and 1 <= int(limit_text) <= MAX_PAGE):
         return error(400, "bad_page", f"limit is a whole number from 1 to {MAX_PAGE}")
-    if not _whole(cursor):
+    if not is_whole(cursor):
         return error(
             400,
             "bad_page",

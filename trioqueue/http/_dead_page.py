@@ -12,6 +12,7 @@ __all__ = [
     "MAX_BROWSE",
     "MAX_PAGE",
     "SUMMARY",
+    "is_whole",
 ]
 
 DEFAULT_PAGE: Final = 100
@@ -40,3 +41,8 @@ BROWSE_FIELDS: Final = (
     "unique_key",
 )
 """The fields of each job a ``GET /jobs?place=…`` page shows."""
+
+
+def is_whole(text: str) -> bool:
+    """Whether *text* is a whole number in ASCII digits, of at most 12 (a page's limit, cursor)."""
+    return text.isascii() and text.isdigit() and len(text) <= 12

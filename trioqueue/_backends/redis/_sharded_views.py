@@ -42,7 +42,7 @@ class ShardedViews(ShardsBase):
 
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job* on its shard; see `Backend.add`."""
-        _refuse_after([job])
+        _refuse_linked_jobs([job])
         return await self.shard_for(job.id).add(job, mode)
 
     async def add_many(self, jobs: Sequence[NewJob], mode: AddMode) -> list[AddResult]:
@@ -54,7 +54,7 @@ class ShardedViews(ShardsBase):
         deduplicated).
         """
         await trio.lowlevel.checkpoint()  # a checkpoint, even when no shard is called
-        _refuse_after(jobs)
+        _refuse_linked_jobs(jobs)
         groups: dict[int, list[int]] = {}
         for index, job in enumerate(jobs):
             groups.setdefault(shard_of(job.id, len(self._shards)), []).append(index)
@@ -254,7 +254,7 @@ class ShardedViews(ShardsBase):
         return self._total(changed[0])
 
 
-def _refuse_after(jobs: Sequence[NewJob]) -> None:
+def _refuse_linked_jobs(jobs: Sequence[NewJob]) -> None:
     """Raise ValueError if a job runs after others or has a unique key: shards are blind."""
     if any(job.after for job in jobs):
         raise ValueError(

@@ -81,17 +81,8 @@ local function take(element, fresh, priority)
         .. 'blocks the event loop (time.sleep, CPU-bound work) stops its pool renewing; run '
         .. 'such work with trio.to_thread.run_sync'
     end
-    redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w',
-      'delivered ' .. max_deliveries .. ' times (max_deliveries) without an outcome '
-      .. 'each time: ' .. why .. '; fix that, then requeue it')
-    redis.call('LPUSH', K_DEAD, id)
-    if KEY_TTL_MS then  -- a dead letter never expires
-      redis.call('PERSIST', key)
-      unkeep(id)
-    end
-    count('dead_lettered')
-    entry_done(id)
-    ended(id)
+    dead_now(id, 'delivered ' .. max_deliveries .. ' times (max_deliveries) without an '
+      .. 'outcome each time: ' .. why .. '; fix that, then requeue it')
     fail_followers(id, ENDED_HOW.failed)
     return
   end

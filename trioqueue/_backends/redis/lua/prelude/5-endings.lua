@@ -69,21 +69,29 @@ local function release_followers(id)
   end
 end
 
--- Make job id, which never ran, a dead letter: job parent, which it was to run after,
--- ended so (how). Its record is deferred, or new (add.lua).
-local function dead_at_once(id, parent, how)
+-- Make job id a dead letter, for the reason why, without an attempt's outcome (a poison
+-- job at its claim, a job after one that did not complete); the caller fails its
+-- followers.
+local function dead_now(id, why)
   local key = jobkey(id)
-  redis.call('ZREM', K_DEFER, id)
-  redis.call('HDEL', key, 'dw')
-  redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w',
-    "it was to run after job '" .. parent .. "', which " .. how .. '; requeue it to run it all the same')
+  redis.call('HSET', key, 's', 'failed', 'q', 0, 'u', stamp(NOW), 'w', why)
   redis.call('LPUSH', K_DEAD, id)
   if KEY_TTL_MS then  -- a dead letter never expires
     redis.call('PERSIST', key)
     unkeep(id)
   end
   count('dead_lettered')
+  entry_done(id)
   ended(id)
+end
+
+-- Make job id, which never ran, a dead letter: job parent, which it was to run after,
+-- ended so (how). Its record is deferred, or new (add.lua).
+local function dead_at_once(id, parent, how)
+  redis.call('ZREM', K_DEFER, id)
+  redis.call('HDEL', jobkey(id), 'dw')
+  dead_now(id, "it was to run after job '" .. parent .. "', which " .. how
+    .. '; requeue it to run it all the same')
 end
 
 -- Job id ended without completing (how): the jobs that waited for it become dead
