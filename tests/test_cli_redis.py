@@ -1094,7 +1094,14 @@ def test_queue_show_and_configure_read_and_change_the_settings(target):
     assert changed.stdout == f"{target.queue}: capacity=2 -> 3\n"
     assert "follow the new settings at once" in changed.stderr
     as_json = json.loads(target.run("queue", "show", "--json").stdout)
-    assert as_json == {"capacity": 3, "reliable": True, "key_ttl": None, "paused": False}
+    assert as_json == {
+        "capacity": 3,
+        "reliable": True,
+        "key_ttl": None,
+        "paused": False,
+        "rate": None,
+        "per_key_rate": None,
+    }
     configured = target.run("queue", "configure", "--capacity", "4", "--json")
     assert configured.returncode == 0, configured.stderr
     assert json.loads(configured.stdout)["capacity"] == 4
@@ -1127,10 +1134,41 @@ def test_queue_pause_stops_a_running_worker_claiming_and_resume_lets_it_go_on(ta
     assert worker.exit_status() == 0
 
 
+def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
+    added = target.run("enqueue", "--id", "keyed", '{"n": 1}', "--rate-key", "acme")
+    assert added.returncode == 0, added.stderr
+    limited = target.run("queue", "rate-limit", "--rate", "100/1m", "--per-key", "2/s burst 2")
+    assert limited.returncode == 0, limited.stderr
+    assert limited.stdout == (
+        f"{target.queue}: rate limits queue 100/60s, per key 2/1s burst 2; every worker on the "
+        "queue follows at once\n"
+    )
+    shown = target.run("queue", "show").stdout
+    assert shown.endswith(", rate limits queue 100/60s, per key 2/1s burst 2\n")
+    kept = target.run("queue", "rate-limit", "--rate", "none", "--json")
+    assert json.loads(kept.stdout) == {"rate": None, "per_key_rate": "2/1s burst 2"}
+    assert json.loads(target.run("queue", "show", "--json").stdout)["per_key_rate"] == (
+        "2/1s burst 2"
+    )
+
+    async def rate_key_kept() -> str | None:
+        async with trioqueue.RedisBackend(target.url, queue=target.queue) as backend:
+            record = await trioqueue.Queue(backend).status("keyed")
+            return None if record is None else record.rate_key
+
+    assert trio.run(rate_key_kept) == "acme"
+    bad = target.run("queue", "rate-limit", "--rate", "fast")
+    assert bad.returncode == 2
+    assert "write STARTS/PER, e.g. '10/s'" in bad.stderr
+    assert "'none' to remove it" in bad.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "status", "said"),
     [
         (["show"], 1, "does not exist yet"),
+        (["rate-limit"], 2, "no limit to change: give --rate LIMIT"),
+        (["pause", "--rate", "1/s"], 2, "takes no --rate or --per-key"),
         (["configure", "--capacity", "5"], 1, "does not exist yet"),
         (["configure"], 2, "nothing to change: give --capacity N"),
         (["show", "--capacity", "5"], 2, "use `queue configure`"),

@@ -56,6 +56,8 @@ EXPECTED = {
     "QueueSettings",
     "ShardedBackend",
     "StreamSource",
+    "RateLimit",
+    "RateLimits",
     "Receipt",
     "Renewal",
     "AddResult",

@@ -515,6 +515,21 @@ async def test_a_unique_key_answers_with_the_job_that_holds_it(backend):
         assert "needs a unique_key" in refused.json()["message"]
 
 
+async def test_a_rate_key_is_kept_with_the_job_and_checked(backend):
+    async with served(create_app(backend)) as http:
+        made = await http.post("/jobs", json={"id": "r1", "payload": 1, "rate_key": "acme"})
+        assert made.status_code == 201
+        assert (await http.get("/jobs/r1")).json()["rate_key"] == "acme"
+        batch = await http.post(
+            "/jobs/batch", json={"jobs": [{"id": "r2", "payload": 2, "rate_key": "acme"}]}
+        )
+        assert [r["status"] for r in batch.json()["results"]] == [201]
+        assert (await http.get("/jobs/r2")).json()["rate_key"] == "acme"
+        refused = await http.post("/jobs", json={"payload": 1, "rate_key": ""})
+        assert (refused.status_code, refused.json()["error"]) == (400, "bad_job")
+        assert "a rate_key" in refused.json()["message"]
+
+
 async def test_the_jobs_of_a_place_page_by_page_and_a_scheduled_one_runs_now(backend):
     queue = trioqueue.Queue(backend)
     for n in range(5):
@@ -532,7 +547,7 @@ async def test_the_jobs_of_a_place_page_by_page_and_a_scheduled_one_runs_now(bac
         assert page["jobs"][0]["due_at"] is not None
         assert set(page["jobs"][0]) == {
             "id", "state", "attempts", "priority", "queued", "due_at", "updated_at",
-            "reason", "task", "after", "unique_key",
+            "reason", "task", "after", "unique_key", "rate_key",
         }  # fmt: skip
         rest = (await http.get("/jobs?place=scheduled&limit=2&cursor=4", headers=admin)).json()
         assert ([job["id"] for job in rest["jobs"]], rest["next"]) == (["later-4"], None)

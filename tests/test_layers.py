@@ -16,6 +16,7 @@ TIERS = {
     "_payload": 1,
     "_records": 1,
     "_retry": 1,
+    "_rate": 1,
     "_metrics": 1,
     "_outcome": 1,
     "_schedule": 1,

@@ -5,6 +5,7 @@ These run on the server's clock (no test clock), with short ``min_idle`` values.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -406,4 +407,56 @@ async def test_a_unique_key_stays_held_through_a_killed_worker_and_a_restart(
         assert (fresh.id, fresh.deduplicated) == ("next", False)
         stats = await backend.stats()
         assert stats.recovered == 1
+        assert stats.conserved
+
+
+async def test_rate_limits_hold_through_a_killed_worker_and_a_restart(own_server: RedisServer):
+    """The limits and each key's times live in Redis: a killed worker and a restart
+    from the append-only file lose no job, run none twice, and break no limit.
+
+    Times are the pool's (handler starts), the limit keeps the server's: the
+    check allows a tenth of a second between the two.
+    """
+    name, min_idle = queue_name(), 1.0
+    async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=min_idle) as backend:
+        queue = Queue(backend)
+        await queue.set_rate_limits(
+            queue=trioqueue.RateLimit(20), per_key=trioqueue.RateLimit(1, per=0.5)
+        )
+        await queue.enqueue({"key": "a"}, id="victim", rate_key="a")
+        await queue.enqueue_many([{"key": "a"}] * 5, ids=[f"a{n}" for n in range(5)], rate_key="a")
+        await queue.enqueue_many([{"key": "b"}] * 3, ids=[f"b{n}" for n in range(3)], rate_key="b")
+        await start_and_kill_mid_handler(own_server.url, name, min_idle)
+        await trio.to_thread.run_sync(partial(own_server.stop, kill=True))  # no clean save
+        await trio.to_thread.run_sync(own_server.start)
+        limits = None
+        with trio.fail_after(10):
+            while limits is None:  # the first call after the restart finds the link broken
+                try:
+                    limits = await queue.rate_limits()
+                except trioqueue.BackendUnavailable:
+                    await trio.sleep(0.1)
+        assert limits.per_key == trioqueue.RateLimit(1, per=0.5)
+        starts: dict[str, list[float]] = {"a": [], "b": []}
+        ran: list[str] = []
+        all_ran = trio.Event()
+
+        async def handler(job: trioqueue.Job) -> None:
+            starts[job.payload["key"]].append(trio.current_time())
+            ran.append(job.id)
+            if len(ran) == 9:
+                all_ran.set()
+
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=10, sweep_interval=0.2, poll_interval=0.2
+        ) as pool:
+            with trio.fail_after(30):
+                await all_ran.wait()
+            pool.mark_producer_finished()
+        assert sorted(ran) == sorted(["victim", *(f"a{n}" for n in range(5)), "b0", "b1", "b2"])
+        for times in starts.values():
+            gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+            assert min(gaps) >= 0.5 - 0.1, times
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (9, 0, 0)
         assert stats.conserved

@@ -246,6 +246,21 @@ async def test_settings_show_and_change_the_total_capacity(
         assert [(await shard.stored_settings()).capacity for shard in backend.shards] == [10] * 3
 
 
+async def test_a_rate_limit_is_refused_and_none_is_what_a_sharded_queue_has(
+    redis_server: RedisServer, autojump_clock: trio.testing.MockClock
+):
+    async with sharded(redis_server, logical()) as backend:
+        queue = Queue(backend)
+        with pytest.raises(ConfigurationError, match="cannot keep a rate limit"):
+            await queue.set_rate_limits(queue=trioqueue.RateLimit(10))
+        await queue.set_rate_limits()  # none: nothing to keep
+        assert await queue.rate_limits() == trioqueue.RateLimits()
+        receipt = await queue.enqueue("x", rate_key="customer-1")  # kept, limits nothing
+        record = await queue.status(receipt.id)
+        assert record is not None
+        assert record.rate_key == "customer-1"
+
+
 async def twenty_jobs(backend: ShardedBackend) -> None:
     """Enqueue jobs ``job-0`` to ``job-19``: every shard of two gets some."""
     queue = Queue(backend)

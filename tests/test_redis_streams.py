@@ -459,6 +459,19 @@ async def test_configure_is_refused_for_a_stream(redis_server: RedisServer):
     assert "stream='s'" in repr(backend)
 
 
+async def test_a_stream_takes_a_queue_rate_limit_but_no_rate_key(redis_server: RedisServer):
+    async with trioqueue.RedisBackend(
+        redis_server.url, stream=tagged("s"), group="g", min_idle=30
+    ) as backend:
+        queue = trioqueue.Queue(backend)
+        with pytest.raises(ConfigurationError, match="carry no rate_key"):
+            await queue.set_rate_limits(per_key=trioqueue.RateLimit(1))
+        with pytest.raises(ValueError, match="nor limit starts per rate key"):
+            await queue.enqueue("x", rate_key="customer-1")
+        await queue.set_rate_limits(queue=trioqueue.RateLimit(3, per=2.0))
+        assert await queue.rate_limits() == trioqueue.RateLimits(trioqueue.RateLimit(3, per=2.0))
+
+
 def test_the_command_line_runs_a_stream_through_a_group(redis_server: RedisServer) -> None:
     # seed 001's uploads / thumbnailer, from the shell: a producer and a worker
     stream = "{up-" + uuid.uuid4().hex[:8] + "}"

@@ -57,6 +57,8 @@ from ._pool._handlers import dispatch as dispatch
 from ._pool._lifecycle import open_worker_pool as open_worker_pool
 from ._pool._worker_pool import WorkerPool as WorkerPool
 from ._queue import Queue as Queue
+from ._rate import RateLimit as RateLimit
+from ._rate import RateLimits as RateLimits
 from ._records import ErrorInfo as ErrorInfo
 from ._records import Job as Job
 from ._records import JobRecord as JobRecord
@@ -119,6 +121,8 @@ __all__ = [
     "QueueFull",
     "QueueInfo",
     "QueueSettings",
+    "RateLimit",
+    "RateLimits",
     "Receipt",
     "RedisBackend",
     "Renewal",

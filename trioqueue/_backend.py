@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         SweepReport,
     )
     from ._metrics import Metrics, MetricsSnapshot
+    from ._rate import RateLimits
     from ._records import ErrorInfo, JobRecord
 
 __all__ = ["Backend"]
@@ -186,6 +187,28 @@ class Backend(Protocol):
 
     async def is_paused(self) -> bool:
         """Whether the queue is paused (`pause`).
+
+        Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
+        """
+        ...
+
+    async def set_rate_limits(self, limits: RateLimits) -> None:
+        """Limit how fast claims start jobs, replacing the queue's limits.
+
+        `RateLimits.queue` bounds every claim; `RateLimits.per_key` bounds the jobs of
+        each ``rate_key`` (`NewJob.rate_key`) on its own. A claim takes no more jobs
+        than the queue limit allows now, and waits within its *block* for the next
+        start it allows. A job over its key's limit goes back to wait
+        (`JobState.SCHEDULED`) for the start its key gives it, and the claim goes on
+        to other jobs. On Redis the limits are stored with the queue and kept across
+        every process using it.
+
+        Cancellation: a checkpoint; cancelled, it has changed nothing.
+        """
+        ...
+
+    async def rate_limits(self) -> RateLimits:
+        """The queue's rate limits (`set_rate_limits`); none set: ``RateLimits()``.
 
         Cancellation: a checkpoint; it only reads, so a cancelled call changed nothing.
         """

@@ -160,6 +160,9 @@ class NewJob:
     debounce: bool = False
     """With *unique_key*: the job waits out its *delay*, and a newer job with its key
     replaces it until then."""
+    rate_key: str | None = None
+    """The key whose rate limit its starts count against (`RateLimits.per_key`);
+    None for none."""
 
 
 @attrs.frozen

@@ -49,6 +49,7 @@ class JobOptions(TypedDict, total=False):
     after: Iterable[str | Receipt] | None
     unique_key: str | None
     debounce: Delay | None
+    rate_key: str | None
 
 
 def due_time(
@@ -116,6 +117,7 @@ def prepare(
     after: Iterable[str | Receipt] | None = None,
     unique_key: str | None = None,
     debounce: Delay | None = None,
+    rate_key: str | None = None,
 ) -> NewJob:
     """Check and encode a job on its way in; raise TypeError or ValueError on bad input.
 
@@ -146,6 +148,8 @@ def prepare(
         )
     if unique_key is not None:
         _check_id(unique_key, "a unique_key", "give a short text naming what the job is for")
+    if rate_key is not None:
+        _check_id(rate_key, "a rate_key", "give a short text naming whom the job is for")
     if debounce is not None:
         if unique_key is None:
             raise TypeError(
@@ -184,6 +188,7 @@ def prepare(
         after=parents,
         unique_key=unique_key,
         debounce=debounce is not None,
+        rate_key=rate_key,
     )
 
 

@@ -9,6 +9,7 @@ from ._backend_values import AddMode, AddResult, NewJob, Receipt
 from ._exceptions import ConfigurationError
 from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
+from ._rate import RateLimit, RateLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, MutableMapping
@@ -104,6 +105,37 @@ class Queue(QueueReads):
         """
         return await self._backend.is_paused()
 
+    async def set_rate_limits(
+        self, *, queue: RateLimit | None = None, per_key: RateLimit | None = None
+    ) -> None:
+        """Limit how fast the queue's jobs start, replacing its limits (None: no limit).
+
+        *queue* bounds every start, *per_key* the starts of the jobs enqueued with
+        one ``rate_key`` (each key on its own: a customer, an upstream account).
+        E.g. ``set_rate_limits(queue=RateLimit(100), per_key=RateLimit(2, per=1.0))``:
+        at most 100 starts a second in all, and 2 for any one customer. A start is
+        a claim: retries count. Workers wait for the start a limit allows rather
+        than claim; a job over its key's limit waits (`JobState.SCHEDULED`) for the
+        start its key gives it while the jobs of other keys go ahead. Nothing is
+        lost or dropped: a limit only delays. On Redis the limits are stored with
+        the queue and kept across every process and machine using it, at once
+        (from the command line: ``trioqueue queue rate-limit``).
+
+        Always checkpoints. If cancelled, nothing changed.
+
+        Raises:
+            ConfigurationError: The queue is sharded: its shards live in different
+                hash slots, where no script can keep one limit.
+        """
+        await self._backend.set_rate_limits(RateLimits(queue=queue, per_key=per_key))
+
+    async def rate_limits(self) -> RateLimits:
+        """The queue's rate limits (`set_rate_limits`).
+
+        Always checkpoints; it only reads, so a cancelled call changed nothing.
+        """
+        return await self._backend.rate_limits()
+
     async def enqueue(
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Receipt:
@@ -167,6 +199,11 @@ class Queue(QueueReads):
                 *debounce* from its arrival. Once the job is ready or running, a
                 newer one is not added, as with *unique_key* alone. Not with
                 *delay*, *at* or *after*.
+            rate_key: Whom the job's starts count against, for the queue's per-key
+                rate limit (`set_rate_limits`): e.g. a customer's id. A job over
+                its key's limit waits (`JobState.SCHEDULED`) for the next start
+                the limit allows, and jobs of other keys go ahead meanwhile.
+                Without a per-key limit it is kept and does nothing.
 
         Raises:
             TypeError: *payload* is not JSON-serialisable, *id* is not a str, or
@@ -177,7 +214,7 @@ class Queue(QueueReads):
                 *max_payload* or nests lists and dicts more than 100 levels deep,
                 *delay* is negative, *at* has no time zone, *priority* is not
                 one of `PRIORITIES`, *after* holds a bad id or this job's own, or
-                *unique_key* is empty or too long.
+                *unique_key* or *rate_key* is empty or too long.
             IdempotencyConflict: *id* exists with a different payload.
             DependencyNotFound: A job named in *after* is unknown (never enqueued,
                 or forgotten after the retention); this job was not accepted.
@@ -253,6 +290,7 @@ class Queue(QueueReads):
             unique_key: The key of every job of the batch, as for `enqueue`: the
                 first is added, the others find it.
             debounce: As for `enqueue`: the last job of the batch replaces the others.
+            rate_key: The rate key of every job of the batch, as for `enqueue`.
 
         Raises:
             TypeError: A payload is not JSON-serialisable, or an id is not a str;

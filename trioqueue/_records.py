@@ -41,8 +41,9 @@ class JobState(enum.StrEnum):
     #: becomes `RECEIVED`. When one of them fails, is dropped or is cancelled, it
     #: becomes a dead letter (`FAILED`) whose reason names that job.
     DEFERRED = "deferred"
-    #: Accepted with a due time still to come (``enqueue(..., delay=...)``): stored,
-    #: not claimable before it; it becomes `RECEIVED` when due.
+    #: Accepted with a due time still to come (``enqueue(..., delay=...)``), or
+    #: over its rate key's limit when claimed (``enqueue(..., rate_key=...)``):
+    #: stored, not claimable before it; it becomes `RECEIVED` when due.
     SCHEDULED = "scheduled"
     #: Claimed by a worker pool: prefetched or running its handler.
     PROCESSING = "processing"
@@ -59,8 +60,8 @@ class JobState(enum.StrEnum):
 
 
 TRANSITIONS: Final[dict[JobState, frozenset[JobState]]] = {
-    # claimed by a pool; or cancelled while it waited
-    JobState.RECEIVED: frozenset({JobState.PROCESSING, JobState.CANCELLED}),
+    # claimed by a pool; over its rate key's limit, it waits for its turn; or cancelled
+    JobState.RECEIVED: frozenset({JobState.PROCESSING, JobState.SCHEDULED, JobState.CANCELLED}),
     # the jobs it runs after completed; or one of them did not; or cancelled
     JobState.DEFERRED: frozenset({JobState.RECEIVED, JobState.FAILED, JobState.CANCELLED}),
     # due: on the ready queue (or stored unqueued while it is full); or cancelled
@@ -185,6 +186,9 @@ class JobRecord:
     unique_key: str | None = None
     """The key no other job held while this one waited or ran (``enqueue(...,
     unique_key=...)``); None for none."""
+    rate_key: str | None = None
+    """The key whose rate limit its starts count against (``enqueue(...,
+    rate_key=...)``); None for none."""
 
 
 @attrs.frozen

@@ -34,6 +34,7 @@ CAUSES: dict[tuple[JobState | None, JobState], str] = {
     (S.SCHEDULED, S.RECEIVED): "due",
     (S.SCHEDULED, S.CANCELLED): "cancel",
     (S.RECEIVED, S.PROCESSING): "claimed",
+    (S.RECEIVED, S.SCHEDULED): "over its\nrate limit",
     (S.RECEIVED, S.CANCELLED): "cancel",
     (S.PROCESSING, S.COMPLETED): "handler returned",
     (S.PROCESSING, S.DROPPED): "raised Drop",

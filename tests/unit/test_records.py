@@ -33,6 +33,8 @@ EXPECTED_LEGAL = {
     (S.FAILED_RETRY, S.PROCESSING),
     (S.FAILED, S.RECEIVED),
     (S.SCHEDULED, S.RECEIVED),
+    # rate_key=: over its key's rate limit when claimed, it waits for its turn
+    (S.RECEIVED, S.SCHEDULED),
     # after=: its parents completed, or one of them did not
     (S.DEFERRED, S.RECEIVED),
     (S.DEFERRED, S.FAILED),
@@ -72,7 +74,7 @@ class TestStateMachine:
 
     def test_every_pair_is_covered(self):
         assert len(ALL_PAIRS) == 81
-        assert len(EXPECTED_LEGAL) == 16
+        assert len(EXPECTED_LEGAL) == 17
 
     def test_table_has_every_state_as_a_source(self):
         assert set(TRANSITIONS) == set(JobState)
@@ -145,7 +147,8 @@ class TestStateMachine:
     def test_a_scheduled_job_only_becomes_ready(self):
         # not claimable, not finishable, before it is due and received (or cancelled)
         assert TRANSITIONS[S.SCHEDULED] == {S.RECEIVED, S.CANCELLED}
-        assert all(S.SCHEDULED not in targets for targets in TRANSITIONS.values())
+        # only a job waiting for its first attempt goes back to wait for a rate limit
+        assert [s for s, targets in TRANSITIONS.items() if S.SCHEDULED in targets] == [S.RECEIVED]
 
 
 class TestErrorInfo:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from trioqueue import ConfigurationError
 from trioqueue._backends.redis._keys import (
     JOB_INFIX,
+    RATE_INFIX,
     SUFFIXES,
     RedisKeys,
     hash_slot,
@@ -46,7 +47,8 @@ def test_hash_tag_follows_the_cluster_rule(key, tag):
 
 @given(
     name=st.text(min_size=1, max_size=30).filter(
-        lambda s: "{" not in s and "}" not in s and JOB_INFIX not in s  # that one is refused
+        # names holding an infix are refused
+        lambda s: "{" not in s and "}" not in s and JOB_INFIX not in s and RATE_INFIX not in s
     )
 )
 def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
@@ -54,6 +56,7 @@ def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
     slots = {hash_slot(k) for k in keys.all_keys().values()}
     assert slots == {hash_slot(name)}
     assert hash_slot(keys.job_prefix + "any {odd} id") == hash_slot(name)
+    assert hash_slot(keys.rate_key("any {odd} key")) == hash_slot(name)
 
 
 def test_any_name_makes_keys_for_a_single_server():
@@ -89,14 +92,20 @@ def test_an_empty_queue_name_is_refused():
 
 def test_no_key_of_a_queue_is_accepted_as_the_name_of_another():
     keys = RedisKeys.for_queue("{a}")
-    taken = [*(key for role, key in keys.all_keys().items() if role != "ready"), "{a}.job:r1"]
+    taken = [
+        *(key for role, key in keys.all_keys().items() if role != "ready"),
+        "{a}.job:r1",
+        keys.rate_key("customer-1"),
+    ]
     for name in taken:
         with pytest.raises(ConfigurationError, match="is a key of another queue"):
             RedisKeys.for_queue(name)
 
 
 # a name, and another that extends it: the shapes in which two queues' keys could meet
-extensions = st.sampled_from([*SUFFIXES, JOB_INFIX, ".job", ".", ""]) | st.text(max_size=6)
+extensions = st.sampled_from(
+    [*SUFFIXES, JOB_INFIX, RATE_INFIX, ".job", ".rate", ".", ""]
+) | st.text(max_size=6)
 
 
 @given(st.sampled_from(["{t}", ""]), st.text(max_size=8), extensions, st.text(max_size=6))
@@ -107,7 +116,8 @@ def test_two_accepted_names_never_share_a_key(tag, name, extension, tail):
         except ConfigurationError:
             return None
         named = {k for role, k in keys.all_keys().items() if role != "job_prefix"}
-        return named | {keys.job_prefix + job_id for job_id in ("j", tail, extension + tail)}
+        ids = ("j", tail, extension + tail)
+        return named | {keys.job_prefix + i for i in ids} | {keys.rate_key(i) for i in ids}
 
     first, second = tag + name, tag + name + extension + tail
     a, b = keys_of(first), keys_of(second)

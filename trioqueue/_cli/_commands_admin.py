@@ -15,7 +15,7 @@ from ._redis_args import (
     add_redis_url_options,
     add_shards_option,
 )
-from ._types import header, non_negative_int, positive_int, seconds
+from ._types import header, non_negative_int, positive_int, rate_limit, seconds
 
 if TYPE_CHECKING:
     from ._parser import Parser
@@ -144,6 +144,12 @@ def add_enqueue(commands: argparse._SubParsersAction[Parser]) -> None:
         help="with --unique-key: the job is due SECONDS from now, and a newer one with the "
         "key replaces it until then",
     )
+    enqueue.add_argument(
+        "--rate-key",
+        metavar="KEY",
+        help="whom the jobs' starts count against under the queue's per-key rate limit "
+        "(`trioqueue queue rate-limit --per-key`), e.g. a customer's id",
+    )
     add_redis_options(enqueue)
     enqueue.set_defaults(run=_enqueue, log_level=logging.WARNING)
 
@@ -244,15 +250,18 @@ def add_dead(commands: argparse._SubParsersAction[Parser]) -> None:
 def add_queue(commands: argparse._SubParsersAction[Parser]) -> None:
     queue = commands.add_parser(
         "queue",
-        help="show or change a Redis queue's settings (capacity, mode, key TTL), pause it",
+        help="show or change a Redis queue's settings (capacity, mode, key TTL), pause it, "
+        "limit its rate",
         description="show: the settings stored with the queue, which every command and "
-        "worker on it follows, and whether it is paused. configure: change them in place; "
-        "running workers and producers follow at once. The capacity may change at any "
-        "time; the mode and the key TTL only while the queue holds no waiting or claimed "
-        "job. pause: workers finish the jobs they hold and claim none until resume; "
-        "producers go on enqueueing, and nothing is lost.",
+        "worker on it follows, whether it is paused, and its rate limits. configure: change "
+        "them in place; running workers and producers follow at once. The capacity may "
+        "change at any time; the mode and the key TTL only while the queue holds no waiting "
+        "or claimed job. pause: workers finish the jobs they hold and claim none until "
+        "resume; producers go on enqueueing, and nothing is lost. rate-limit: at most so "
+        "many job starts per window for the whole queue (--rate) and for the jobs of each "
+        "rate key (--per-key); every worker on the queue follows at once.",
     )
-    queue.add_argument("action", choices=["show", "configure", "pause", "resume"])
+    queue.add_argument("action", choices=["show", "configure", "pause", "resume", "rate-limit"])
     add_redis_url_options(queue)
     add_queue_option(queue)
     add_shards_option(queue)
@@ -265,6 +274,18 @@ def add_queue(commands: argparse._SubParsersAction[Parser]) -> None:
     ttl = queue.add_mutually_exclusive_group()
     ttl.add_argument("--key-ttl", dest="new_key_ttl", type=seconds, help="the new key TTL")
     ttl.add_argument("--no-key-ttl", action="store_true", help="remove the key TTL")
+    for option, dest, whose in (
+        ("--rate", "new_rate", "every start from the queue"),
+        ("--per-key", "new_per_key", "the starts of each rate key's jobs"),
+    ):
+        queue.add_argument(
+            option,
+            dest=dest,
+            metavar="LIMIT",
+            type=rate_limit,
+            help=f"with rate-limit: the limit on {whose}, as STARTS/PER ('10/s', '100/1m', "
+            "'10/s burst 5'), or 'none' to remove it; left out, it stays",
+        )
     queue.add_argument("--json", action="store_true", help="print the settings as JSON")
     # what the backend is built with: nothing of its own, so it changes nothing by itself
     queue.set_defaults(

@@ -92,6 +92,7 @@ def _prepared(payload: Any, job_id: str | None, where: str, args: argparse.Names
             after=args.after,
             unique_key=args.unique_key,
             debounce=args.debounce,
+            rate_key=args.rate_key,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {exc}; nothing was enqueued") from None

@@ -1,8 +1,8 @@
-"""``trioqueue queue show|configure|pause|resume``: a Redis queue's shared settings.
+"""``trioqueue queue show|configure|pause|resume|rate-limit``: a Redis queue's shared settings.
 
 Every user of a queue follows the settings stored with it (capacity, mode, key
-TTL, paused), so commands that join a queue need none of them; this command shows
-them and changes them in place, for the processes already running too.
+TTL, paused, rate limits), so commands that join a queue need none of them; this
+command shows them and changes them in place, for the processes already running too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._backends.redis._url import redacted
+from .._rate import RateLimits
 from ._redis_args import redis_backend
 from ._types import NotThere, UsageError, printable
 
@@ -38,9 +39,20 @@ async def run_queue(args: argparse.Namespace) -> int:
     given = args.no_key_ttl or any(
         value is not None for value in (args.new_capacity, args.new_mode, args.new_key_ttl)
     )
+    limits_given = args.new_rate is not None or args.new_per_key is not None
     if args.action != "configure" and given:
         raise UsageError(
             f"`queue {args.action}` takes no settings: use `queue configure` to change them"
+        )
+    if args.action != "rate-limit" and limits_given:
+        raise UsageError(
+            f"`queue {args.action}` takes no --rate or --per-key: use `queue rate-limit` to "
+            "change the rate limits"
+        )
+    if args.action == "rate-limit" and not limits_given:
+        raise UsageError(
+            "no limit to change: give --rate LIMIT and/or --per-key LIMIT, each as STARTS/PER "
+            "(e.g. 10/s) or 'none' to remove it"
         )
     if args.action == "configure" and not given:
         raise UsageError(
@@ -57,14 +69,17 @@ async def run_queue(args: argparse.Namespace) -> int:
                 "created with its settings by the first enqueue or worker)"
             )
         if args.action == "show":
-            print(_shown(before, args.json, await backend.is_paused()))
+            print(_shown(before, args.json, await backend.is_paused(), await backend.rate_limits()))
             return 0
         if args.action in ("pause", "resume"):
             return await _pause_or_resume(backend, args)
+        if args.action == "rate-limit":
+            return await _rate_limit(backend, args)
         after = await backend.configure(**changes)
         paused = await backend.is_paused()
+        limits = await backend.rate_limits()
     if args.json:
-        print(_shown(after, True, paused))
+        print(_shown(after, True, paused, limits))
     else:
         print(f"{printable(args.queue)}: {_changed(before, after)}")
     print(
@@ -92,10 +107,40 @@ async def _pause_or_resume(backend: RedisBackend | ShardedBackend, args: argpars
     return 0
 
 
-def _shown(settings: QueueSettings, as_json: bool, paused: bool) -> str:
+async def _rate_limit(backend: RedisBackend | ShardedBackend, args: argparse.Namespace) -> int:
+    """Replace the limits given ('none': remove it), keep the others, and say what holds now."""
+    before = await backend.rate_limits()
+    changes = {
+        name: None if given == "none" else given
+        for name, given in (("queue", args.new_rate), ("per_key", args.new_per_key))
+        if given is not None
+    }
+    after = attrs.evolve(before, **changes)
+    await backend.set_rate_limits(after)
+    if args.json:
+        print(json.dumps(_limits_json(after)))
+    else:
+        print(
+            f"{printable(args.queue)}: rate limits {after.describe()}; every worker on the "
+            "queue follows at once"
+        )
+    return 0
+
+
+def _limits_json(limits: RateLimits) -> dict[str, str | None]:
+    return {
+        "rate": None if limits.queue is None else limits.queue.describe(),
+        "per_key_rate": None if limits.per_key is None else limits.per_key.describe(),
+    }
+
+
+def _shown(settings: QueueSettings, as_json: bool, paused: bool, limits: RateLimits) -> str:
     if as_json:
-        return json.dumps({**attrs.asdict(settings), "paused": paused})
-    return settings.describe() + (", paused" if paused else "")
+        return json.dumps({**attrs.asdict(settings), "paused": paused, **_limits_json(limits)})
+    shown = settings.describe() + (", paused" if paused else "")
+    if limits != RateLimits():
+        shown += f", rate limits {limits.describe()}"
+    return shown
 
 
 def _changed(before: QueueSettings, after: QueueSettings) -> str:

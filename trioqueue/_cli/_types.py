@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Final
+from typing import Final, Literal
+
+from .._rate import RateLimit, parse_rate
 
 __all__ = [
     "SERVE_MAX_MEMORY_MIB",
@@ -17,6 +19,7 @@ __all__ = [
     "positive_int",
     "printable",
     "rate",
+    "rate_limit",
     "seconds",
 ]
 
@@ -132,6 +135,16 @@ def seconds(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError("0 is too small: use a number of seconds > 0")
     return value
+
+
+def rate_limit(text: str) -> RateLimit | Literal["none"]:
+    """A rate limit, ``STARTS/PER`` (``10/s``, ``10/s burst 5``), or ``none`` for none."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or 'none' to remove it") from None
 
 
 def non_negative_int(text: str) -> int:

@@ -59,7 +59,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 "bad_job",
                 f'job {place}: send an object with "payload", and optionally "id", "delay" or '
                 '"at", "max_attempts", "handler_timeout", "task", "priority", "headers", '
-                '"after", "unique_key" and "debounce"',
+                '"after", "unique_key", "debounce" and "rate_key"',
             )
         job_id = job.get("id")
         if job_id is not None and not isinstance(job_id, str):
@@ -85,6 +85,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
                 after=job.get("after"),
                 unique_key=job.get("unique_key"),
                 debounce=job.get("debounce"),
+                rate_key=job.get("rate_key"),
             )
         except (TypeError, ValueError) as exc:
             kind = "bad_delay" if delay is not None or at is not None else "bad_job"

@@ -39,6 +39,7 @@ BROWSE_FIELDS: Final = (
     "task",
     "after",
     "unique_key",
+    "rate_key",
 )
 """The fields of each job a ``GET /jobs?place=…`` page shows."""
 

@@ -70,6 +70,7 @@ JOB_FIELDS: Final = frozenset(
         "after",
         "unique_key",
         "debounce",
+        "rate_key",
     }
 )
 """What one job of ``POST /jobs`` or ``POST /jobs/batch`` may hold."""
@@ -180,6 +181,7 @@ class _Fields:
     after: Any
     unique_key: Any
     debounce: Any
+    rate_key: Any
 
 
 def due_fields(
@@ -230,7 +232,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
             "bad_job",
             f'unknown fields {unknown}: send "payload", and optionally "id", "delay" or "at", '
             '"max_attempts", "handler_timeout", "task", "priority", "headers", "after", '
-            '"unique_key" and "debounce"',
+            '"unique_key", "debounce" and "rate_key"',
         )
     due = due_fields(document)
     if isinstance(due, JSONResponse):
@@ -263,6 +265,7 @@ def _job_fields(body: bytes, header_id: str | None) -> _Fields | JSONResponse:
         document.get("after"),
         document.get("unique_key"),
         document.get("debounce"),
+        document.get("rate_key"),
     )
 
 
@@ -292,6 +295,7 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
             after=fields.after,
             unique_key=fields.unique_key,
             debounce=fields.debounce,
+            rate_key=fields.rate_key,
         )
     except IdempotencyConflict as exc:
         return error(

@@ -125,6 +125,10 @@ RECORD: dict[str, Any] = {
             "type": ["string", "null"],
             "description": "The key no other job held while this one waited or ran.",
         },
+        "rate_key": {
+            "type": ["string", "null"],
+            "description": "The key whose rate limit its starts count against.",
+        },
         "deduplicated": {"type": "boolean"},
         "task": {
             "type": ["string", "null"],
@@ -231,6 +235,13 @@ NEW_JOB: dict[str, Any] = {
             "maximum": MAX_DELAY,
             "description": "With unique_key: the job is due this many seconds from now, and "
             "a newer one with the key and a debounce replaces it until then.",
+        },
+        "rate_key": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": MAX_ID_LENGTH,
+            "description": "Whom its starts count against under the queue's per-key rate "
+            "limit (e.g. a customer's id): over it, the job waits (scheduled) for its turn.",
         },
     },
 }

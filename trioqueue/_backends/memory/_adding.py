@@ -74,6 +74,7 @@ class Adding(MemoryBase):
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
         size = len(job.encoded) + headers_bytes(job.headers) + RECORD_BYTES
         size += sum(len(parent) for parent in job.after) + len(job.unique_key or "")
+        size += len(job.rate_key or "")
         if self._max_bytes is not None and size > self._max_bytes:
             return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
         if not self._room_for(size):  # evicts finished records for it first
@@ -100,6 +101,7 @@ class Adding(MemoryBase):
             after=job.after,
             unique_key=job.unique_key,
             debounce=job.debounce,
+            rate_key=job.rate_key,
         )
         self._records[job.id] = entry
         if job.unique_key is not None:

@@ -13,6 +13,7 @@ import trio
 from ..._backend_values import Claim, checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
+from ..._rate import KeyTimes, RateLimits
 from ..._records import JobState, Retention
 from .._waiters import Waiters
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
@@ -58,6 +59,10 @@ class MemoryBase:
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
         self._paused = False  # see pause
+        self._rates = RateLimits()  # see set_rate_limits
+        self._queue_tat = -math.inf  # the queue limit's theoretical arrival time
+        self._key_times: dict[str, KeyTimes] = {}  # each rate key's, while it limits
+        self._forget_keys_at = 1024  # how many key times a claim sweeps forgettable ones at
         self._waiters = Waiters()  # finished() calls
         self._metrics = Metrics(self._gauges)
         # see _touch: when a worker last reached the backend, when the last silence ended

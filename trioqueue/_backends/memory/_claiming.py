@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..._backend_values import CancelResult, Claim, Renewal
 from ..._exceptions import JobNotFound
+from ..._rate import KeyTimes, RateLimits, charge, key_start, room, start_at
 from ..._records import TERMINAL_STATES, Job, JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import CANCELLED_HELD, CANCELLED_WAITING
+from ._entry import CANCELLED_HELD, CANCELLED_WAITING, Entry
 
 __all__ = ["Claiming"]
 
@@ -32,23 +34,52 @@ class Claiming(MemoryBase):
         now = self.now()
         self._fill(now)  # what came due
         deadline = now + block
-        while not self._ready or self._paused:
-            # until woken, or until the next due time (then it is on the ready queue);
-            # while paused, until resumed (a resume wakes every claimer)
-            due = deadline if self._paused else min(deadline, self._next_due())
-            with trio.move_on_at(due) as waited:
-                await self._work.park()
-            now = self.now()
+        while True:
+            while not (allowed := self._claimable(now)):
+                # until woken, or until the next due time (then it is on the ready queue)
+                # or the queue's rate limit allows a start; while paused, until resumed
+                # (a resume wakes every claimer)
+                due = deadline if self._paused else min(deadline, self._work_due(now))
+                with trio.move_on_at(due) as waited:
+                    await self._work.park()
+                now = self.now()
+                self._fill(now)
+                idle = not waited.cancelled_caught and not self._held()
+                if not self._claimable(now) and (idle or now >= deadline):
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    self._touch(now)
+                    return []
+            self._touch(now)
+            claims = self._take(min(max_jobs, allowed), now, lease)
             self._fill(now)
-            idle = not waited.cancelled_caught and not self._held()
-            if (not self._ready or self._paused) and (idle or now >= deadline):
-                await trio.lowlevel.checkpoint_if_cancelled()
-                self._touch(now)
-                return []
-        self._touch(now)
+            if claims or now >= deadline:
+                break
+            # every job it looked at was over its rate key's limit: wait for the next
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return claims
+
+    def _claimable(self, now: float) -> int:
+        """How many ready jobs a claim may take now: none while paused or rate limited."""
+        if self._paused or not self._ready:
+            return 0
+        limit = self._rates.queue
+        return len(self._ready) if limit is None else room(self._queue_tat, now, limit)
+
+    def _work_due(self, now: float) -> float:
+        """When a claim may find work: the next due time, or the queue limit's next start."""
+        due = self._next_due()
+        limit = self._rates.queue
+        if limit is not None and self._ready:
+            due = min(due, start_at(self._queue_tat, now, limit))
+        return due
+
+    def _take(self, most: int, now: float, lease: float) -> list[Claim]:
+        """Claim up to *most* ready jobs; those over their rate key's limit wait their turn."""
         claims: list[Claim] = []
-        while self._ready and len(claims) < max_jobs:
+        while self._ready and len(claims) < most:
             entry = self._ready.pop()
+            if entry.rate_key is not None and not self._key_allows(entry, now):
+                continue
             entry.move(JobState.PROCESSING, now)
             entry.queued = False
             self._last_token += 1
@@ -67,9 +98,49 @@ class Claiming(MemoryBase):
                 headers=dict(entry.headers),
             )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
-        self._fill(now)
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        if claims and self._rates.queue is not None:
+            self._queue_tat = charge(self._queue_tat, now, self._rates.queue, len(claims))
         return claims
+
+    def _key_allows(self, entry: Entry, now: float) -> bool:
+        """Whether *entry*, just taken off the ready queue, may start under its key's limit.
+
+        If not, it waits (`JobState.SCHEDULED`, or still `JobState.FAILED_RETRY` for a
+        retry) for the start its key gives it.
+        """
+        limit, key = self._rates.per_key, entry.rate_key
+        if limit is None or key is None:
+            return True
+        times = self._key_times.get(key, KeyTimes())
+        times, wait_until = key_start(times, now, limit, promised=entry.promised)
+        self._key_times[key] = times
+        if len(self._key_times) >= self._forget_keys_at:
+            self._key_times = {k: t for k, t in self._key_times.items() if not t.forgettable(now)}
+            self._forget_keys_at = max(1024, 2 * len(self._key_times))
+        if wait_until is None:
+            entry.promised = False
+            return True
+        entry.promised = True
+        if entry.state is JobState.RECEIVED:
+            entry.move(JobState.SCHEDULED, now)
+        self._defer(entry, wait_until)
+        return False
+
+    async def set_rate_limits(self, limits: RateLimits) -> None:
+        """Limit how fast jobs start; see `Backend.set_rate_limits`."""
+        await trio.lowlevel.checkpoint()
+        # a changed limit starts afresh, as on Redis: times kept under the old one go
+        if limits.queue != self._rates.queue:
+            self._queue_tat = -math.inf
+        if limits.per_key != self._rates.per_key:
+            self._key_times.clear()
+        self._rates = limits
+        self._work.unpark_all()  # a claimer waiting out the old limit looks again
+
+    async def rate_limits(self) -> RateLimits:
+        """The queue's rate limits; see `Backend.rate_limits`."""
+        await trio.lowlevel.checkpoint()
+        return self._rates
 
     async def set_progress(self, claim: Claim, progress: bytes) -> bool:
         """Keep *progress* on the claimed job's record; see `Backend.set_progress`."""

@@ -104,6 +104,8 @@ class Entry:
     followers: dict[str, None] = attrs.field(factory=dict)
     unique_key: str | None = None  # held in MemoryBase._unique while the job waits or runs
     debounce: bool = False  # a newer job with its key replaces it while it is scheduled
+    rate_key: str | None = None  # its starts count against this key's rate limit
+    promised: bool = False  # it waits for a start its rate key reserved for it
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)
@@ -131,6 +133,7 @@ class Entry:
             headers=dict(self.headers),
             after=self.after,
             unique_key=self.unique_key,
+            rate_key=self.rate_key,
         )
 
 
@@ -138,6 +141,7 @@ def cost(entry: Entry) -> int:
     """What *entry* counts for in a `MemoryBackend`'s budget."""
     extra = len(entry.result or b"") + len(entry.progress or b"") + headers_bytes(entry.headers)
     extra += sum(len(parent) for parent in entry.after) + len(entry.unique_key or "")
+    extra += len(entry.rate_key or "")
     return len(entry.encoded) + extra + RECORD_BYTES
 
 

@@ -47,7 +47,7 @@ def _options_argument(job: NewJob) -> str:
 
 
 def _extras_argument(job: NewJob) -> str:
-    """The add script's extras for *job*: what it runs after, its unique key ('' for none)."""
+    """The add script's extras for *job*: what it runs after, its keys ('' for none)."""
     extras: dict[str, object] = {}
     if job.after:
         extras["a"] = job.after
@@ -55,6 +55,8 @@ def _extras_argument(job: NewJob) -> str:
         extras["u"] = job.unique_key
         if job.debounce:
             extras["b"] = 1
+    if job.rate_key is not None:
+        extras["r"] = job.rate_key
     return json.dumps(extras, separators=(",", ":"), ensure_ascii=False) if extras else ""
 
 
@@ -89,12 +91,12 @@ class Adding(RedisBase):
                 "group reads its entries in stream order); enqueue prioritised jobs to a list "
                 "queue (RedisBackend(url, queue=...)), or leave priority= at 0"
             )
-        if self._stream is not None and any(j.after or j.unique_key for j in jobs):
+        if self._stream is not None and any(j.after or j.unique_key or j.rate_key for j in jobs):
             raise ValueError(
                 f"stream {self._stream.stream!r}: a stream source cannot hold a job until "
-                "others complete, nor keep one job per unique key (every group reads each "
-                "entry at once); enqueue such jobs to a list queue (RedisBackend(url, "
-                "queue=...))"
+                "others complete, nor keep one job per unique key, nor limit starts per "
+                "rate key (every group reads each entry at once); enqueue such jobs to a "
+                "list queue (RedisBackend(url, queue=...))"
             )
         results: list[AddResult] = []
         pause = _WAIT_FOR_ROOM[0]

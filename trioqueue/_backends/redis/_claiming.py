@@ -135,7 +135,9 @@ class Claiming(Settling):
         """Claim up to *max_jobs* ready jobs, at most 100 a call; see `Backend.claim`.
 
         A paused queue claims nothing: the call waits out *block* and returns
-        none, so a resumed queue is claimed from again within *block*.
+        none, so a resumed queue is claimed from again within *block*. Under a
+        queue rate limit the call takes no more than it allows, and waits within
+        *block* for the next start it allows.
 
         One script claims at most 100 jobs, so a large claim never holds Redis
         for long; ask again for more. Blocks in ``BLMOVE`` for up to *block*
@@ -167,15 +169,23 @@ class Claiming(Settling):
             if not moved:
                 await trio.lowlevel.checkpoint_if_cancelled()
             with trio.CancelScope(shield=True):
-                rows, due_in, *paused = await self._run(
+                rows, due_in, *held_back = await self._run(
                     "claim", max_jobs, lease, ttl, limit, *moved
                 )
                 claims = await self._claims(rows)
             left = deadline - trio.current_time()
-            if paused:
+            if held_back == [b"paused"]:
                 # what a BLMOVE moved went back; ask again when the block is over
                 await trio.sleep(max(left, 0))
                 return []
+            if held_back:
+                # the queue's rate limit allows no start yet: what a BLMOVE moved went
+                # back; ask again when it allows one, within the block
+                if left <= 0:
+                    return []
+                await trio.sleep(min(left, _seconds_or_zero(due_in)))
+                moved = ()
+                continue
             if claims or left <= 0:
                 return claims
             # no longer than until the next delayed job is due: then it is claimable
@@ -213,12 +223,15 @@ class Claiming(Settling):
         ttl, limit = self._claim_limits()
         await trio.lowlevel.checkpoint_if_cancelled()
         with trio.CancelScope(shield=True):  # a claim made must reach the caller
-            rows, after, woken, due_in, *paused = await self._run(
+            rows, after, woken, due_in, *held_back = await self._run(
                 "claim", max_jobs, lease, ttl, limit
             )
             claims = await self._claims(rows)
-        if paused:
+        if held_back == [b"paused"]:
             await trio.sleep(block)  # ask again when the block is over
+            return []
+        if held_back:  # rate limited: ask again when the limit allows a start
+            await trio.sleep(min(block, _seconds_or_zero(due_in)))
             return []
         if rows or block <= 0:  # rows that were all dead-lettered end the call too
             return claims

@@ -156,6 +156,7 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
         headers=headers,
         after=after,
         unique_key=get("uk") or None,
+        rate_key=get("rk") or None,
     )
 
 

@@ -48,17 +48,20 @@ SUFFIXES = (
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
 """Between a queue's name and a job id in a record's key; no queue name may hold it."""
+RATE_INFIX = ".rate:"
+"""Between a queue's name and a rate key in the key of that key's limit times."""
 
 
 def _check_reserved(queue: str) -> None:
     """Refuse a name that is, or could be, a key of another queue."""
     clash = next((s for s in SUFFIXES if queue.endswith(s)), None)
-    if clash is None and JOB_INFIX in queue:
-        clash = JOB_INFIX
+    if clash is None:
+        clash = next((infix for infix in (JOB_INFIX, RATE_INFIX) if infix in queue), None)
     if clash is not None:
         raise ConfigurationError(
             f"RedisBackend(queue={queue!r}): a queue's name may not end with "
-            f"{', '.join(SUFFIXES)} nor contain {JOB_INFIX!r} (found {clash!r}): such a name "
+            f"{', '.join(SUFFIXES)} nor contain {JOB_INFIX!r} or {RATE_INFIX!r} (found "
+            f"{clash!r}): such a name "
             "is a key of another queue. Choose another name"
         )
 
@@ -181,6 +184,10 @@ class RedisKeys:
         base = f"{stream}:{group}"
         _check_reserved(base)
         return attrs.evolve(cls.for_queue(base), stream=stream, wake=f"{base}.wake")
+
+    def rate_key(self, key: str) -> str:
+        """The key holding rate key *key*'s times under a per-key limit (``lua/claim.lua``)."""
+        return self.job_prefix.removesuffix(JOB_INFIX) + RATE_INFIX + key
 
     def level(self, priority: int) -> str:
         """The ready list of jobs of *priority* (one of `PRIORITIES`)."""

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..._backend_values import SweepReport, checked_capacity, not_waiting_for_due_time
 from ..._exceptions import ConfigurationError, JobNotFound
+from ..._rate import RateLimit, RateLimits
 from ._connection import decode_record, text
 from ._queue_settings import QueueSettings, decode_settings
 
@@ -83,6 +84,29 @@ class Maintaining(RedisBase):
     async def is_paused(self) -> bool:
         """Whether the queue is paused; see `Backend.is_paused`."""
         return bool(await self._run("pause", ""))
+
+    async def set_rate_limits(self, limits: RateLimits) -> None:
+        """Limit how fast the queue's jobs start, for every process; see `Backend.set_rate_limits`.
+
+        Stored in the queue's config hash, which every claim script reads.
+
+        Raises:
+            ConfigurationError: A per-key limit for a stream source, whose jobs
+                carry no rate key.
+        """
+        if self._stream is not None and limits.per_key is not None:
+            raise ConfigurationError(
+                f"stream {self._stream.stream!r}: a stream source's jobs carry no rate_key, "
+                "so a per-key limit would limit nothing; give it a queue limit only, or "
+                "enqueue rate-keyed jobs to a list queue (RedisBackend(url, queue=...))"
+            )
+        stored = [limit.stored() if limit else "" for limit in (limits.queue, limits.per_key)]
+        await self._run("rate_limit", "1", *stored)
+
+    async def rate_limits(self) -> RateLimits:
+        """The queue's rate limits; see `Backend.rate_limits`."""
+        queue, per_key = await self._run("rate_limit", "", "", "")
+        return RateLimits(RateLimit.from_stored(queue), RateLimit.from_stored(per_key))
 
     async def configure(
         self,

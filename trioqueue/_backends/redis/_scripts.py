@@ -30,6 +30,7 @@ SCRIPT_NAMES: Final = (
     "cancel",
     "job_ids",
     "pause",
+    "rate_limit",
     "progress",
 )
 
@@ -49,6 +50,7 @@ READ_ONLY: Final = frozenset(
         "job_ids",
         "progress",
         "pause",  # writes its flag only: is_paused must not create a queue
+        "rate_limit",  # writes its limits only, as pause
     }
 )
 """Scripts that never store the queue's settings: they find the queue set up, or not there."""
@@ -77,6 +79,7 @@ FLAGS: Final = {
     "cancel": "allow-oom",  # it frees room
     "run_now": "allow-oom",  # moves one job between lists
     "pause": "allow-oom",  # a flag: pausing a full Redis is how to stop the load on it
+    "rate_limit": "allow-oom",  # two fields, as pause: slowing down a full Redis's load
     "progress": "allow-oom",  # one field replaced: a full Redis must not fail the handler
 }
 """Each script's Redis 7 flags (``#!lua flags=…``); a script not named here has none."""

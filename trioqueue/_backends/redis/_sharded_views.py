@@ -17,8 +17,10 @@ from ..._backend_values import (
     checked_page,
     checked_place,
 )
+from ..._exceptions import ConfigurationError
 from ..._metrics import SHARED_COUNTER_NAMES, Gauges, MetricsSnapshot, shared_snapshot
 from ..._payload import PRIORITIES
+from ..._rate import RateLimits
 from ..._records import JobRecord
 from ._queue_info import QueueInfo
 
@@ -228,6 +230,29 @@ class ShardedViews(ShardsBase):
     async def is_paused(self) -> bool:
         """Whether any shard is paused (all are, unless a `pause` or `resume` was cut short)."""
         return any([await shard.is_paused() for shard in self._shards])
+
+    async def set_rate_limits(self, limits: RateLimits) -> None:
+        """Refused for limits: no script can keep one limit across the shards' hash slots.
+
+        Removing every limit (``RateLimits()``) is allowed, and removes any a shard has.
+
+        Raises:
+            ConfigurationError: A limit is given.
+        """
+        if limits != RateLimits():
+            raise ConfigurationError(
+                "a sharded queue cannot keep a rate limit: its shards live in different hash "
+                "slots, and each claim script sees one; rate-limit an unsharded queue "
+                "(RedisBackend(url, queue=...)), which a Redis Cluster serves as well"
+            )
+        await trio.lowlevel.checkpoint_if_cancelled()
+        with trio.CancelScope(shield=True):
+            for shard in self._shards:
+                await shard.set_rate_limits(limits)
+
+    async def rate_limits(self) -> RateLimits:
+        """The first shard's limits: none, unless a shard was limited by itself."""
+        return await self._shards[0].rate_limits()
 
     async def configure(self, **changes: Any) -> QueueSettings:
         """`RedisBackend.configure` on every shard, in order; the settings, as `settings`.

@@ -5,7 +5,8 @@
 -- name; kept as the job's 'o', unread here, and handed out with each claim), its
 -- priority ('' for 0; kept as 'pr': which ready list it waits on), and its extras:
 -- '' for none, else a JSON object of 'a', the ids of the jobs it runs after (kept as
--- 'dp'), 'u', its unique key (kept as 'uk'), and 'b': 1 when it is debounced.
+-- 'dp'), 'u', its unique key (kept as 'uk'), 'b': 1 when it is debounced, and 'r',
+-- its rate key (kept as 'rk', read by claim.lua's key_allows).
 -- Returns two values per job handled: {'new' | 'dup', queued 0/1, 's' while it
 -- waits for its due time, 'w' while it waits for the jobs it runs after, or 'x' when
 -- one of them ended without completing (it is a dead letter)}, {'keyed', one of
@@ -47,10 +48,10 @@ end
 for i = 9, #ARGV, 7 do
   local id, payload, hash, when, options, priority, extras = ARGV[i], ARGV[i + 1],
     ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local after, unique, debounce = nil, nil, false
+  local after, unique, debounce, rate_key = nil, nil, false, nil
   if extras ~= '' then
     extras = cjson.decode(extras)
-    after, unique, debounce = extras.a, extras.u, extras.b == 1
+    after, unique, debounce, rate_key = extras.a, extras.u, extras.b == 1, extras.r
   end
   local key = jobkey(id)
   local due
@@ -130,6 +131,7 @@ for i = 9, #ARGV, 7 do
     if options ~= '' then redis.call('HSET', key, 'o', options) end
     if priority ~= '' then redis.call('HSET', key, 'pr', priority) end
     if after then redis.call('HSET', key, 'dp', cjson.encode(after)) end
+    if rate_key then redis.call('HSET', key, 'rk', rate_key) end
     if unique then
       redis.call('HSET', key, 'uk', unique)
       redis.call('HSET', K_UNIQUE, unique, id)

@@ -5,6 +5,11 @@
 -- and alone: the pool runs it once its other handlers are done.
 -- A paused queue claims nothing: what a BLMOVE moved goes back in its turn, and the
 -- reply is {{}, '', 'paused'} ({{}, '', '', '', 'paused'} for a stream source).
+-- Under a queue rate limit (RATE) a claim takes no more jobs than it allows now; when
+-- it allows none, what a BLMOVE moved goes back, and the reply is {{}, seconds until
+-- it allows one, 'limited'} ({{}, '', '', those seconds, 'limited'} for a stream).
+-- Under a per-key limit (KEY_RATE), a job over its rate key's limit goes back to wait
+-- for the start its key gives it (see key_allows), and the claim goes on to others.
 -- Returns {rows, seconds until the next stored job is due ('' for none)}, each row
 -- {id, payload, attempts, token, ready at, '1' for a suspect, the job's options, its
 -- priority ('' for 0)}; for a stream source
@@ -29,6 +34,82 @@ if PAUSED then
   if given then put_back(given) end
   if K_STREAM then return {out, '', '', '', 'paused'} end
   return {out, '', 'paused'}
+end
+
+-- The rate limits' arithmetic, as trioqueue/_rate.py's room, start_at and charge: a
+-- limit is {interval, tolerance}; a time of 0 is one never set.
+local RATE_EPSILON = 1e-9
+local function rate_room(tat, limit)
+  local ahead = math.max(tat, NOW) - NOW
+  if ahead > limit[2] + RATE_EPSILON then return 0 end
+  return math.floor((limit[2] + RATE_EPSILON - ahead) / limit[1]) + 1
+end
+local function rate_charge(tat, limit, n) return math.max(tat, NOW) + n * limit[1] end
+local function exact(n) return string.format('%.17g', n) end
+
+local rate_tat = RATE_TAT or 0
+if RATE then
+  local allowed = rate_room(rate_tat, RATE)
+  if allowed == 0 then
+    if given then put_back(given) end
+    local wait = exact(rate_tat - RATE[2] - NOW)
+    if K_STREAM then return {out, '', '', wait, 'limited'} end
+    return {out, wait, 'limited'}
+  end
+  max = math.min(max, allowed)
+end
+-- The reply, once the queue's limit is charged for the jobs claimed.
+local function charged(reply)
+  if RATE and #out > 0 then
+    redis.call('HSET', K_CONF, 'rate_tat', exact(rate_charge(rate_tat, RATE, #out)))
+  end
+  return reply
+end
+
+-- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
+-- key_start: its key keeps two times in '<queue>.rate:<key>', the starts reserved and
+-- the starts made, with the limit they were kept under (times kept under another
+-- limit count for nothing), expiring when both are past. If not, the job waits
+-- (scheduled, or still failed_retry for a retry) for the start its key reserves for
+-- it, marked 'rr': once due, it starts if the starts made since allow it.
+local function key_allows(id, key, state)
+  local fields = redis.call('HMGET', key, 'rk', 'rr')
+  if not fields[1] then return true end
+  local promised = fields[2] == '1'
+  local times = RATE_PREFIX .. fields[1]
+  local reserved, started, limit = string.match(redis.call('GET', times) or '',
+    '^(%S+) (%S+) (.*)$')
+  if limit ~= KEY_RATE[3] then reserved, started = 0, 0 end
+  reserved, started = tonumber(reserved) or 0, tonumber(started) or 0
+  local wait
+  if promised then
+    if rate_room(started, KEY_RATE) > 0 then
+      started = rate_charge(started, KEY_RATE, 1)
+    else
+      wait = started - KEY_RATE[2]  -- it came late, and a start made since later still
+    end
+  else
+    local both = math.max(reserved, started)
+    reserved = rate_charge(both, KEY_RATE, 1)
+    if rate_room(both, KEY_RATE) > 0 then
+      started = rate_charge(started, KEY_RATE, 1)
+    else
+      wait = both - KEY_RATE[2]
+    end
+  end
+  local last = math.max(reserved, started)
+  if last > NOW then
+    redis.call('SET', times, exact(reserved) .. ' ' .. exact(started) .. ' ' .. KEY_RATE[3],
+      'PX', math.ceil((last - NOW) * 1000) + 1)
+  end
+  if not wait then
+    if promised then redis.call('HDEL', key, 'rr') end
+    return true
+  end
+  redis.call('HSET', key, 'rr', '1')
+  if state == 'received' then redis.call('HSET', key, 's', 'scheduled') end
+  defer(id, wait)
+  return false
 end
 
 -- Claim the job an element (off a ready list, the suspects, or a landing) names;
@@ -69,6 +150,7 @@ local function take(element, fresh, priority)
     count('stale')
     return
   end
+  if KEY_RATE and not key_allows(id, key, state) then return end
   -- every claim is a delivery, except one a clean shutdown gave back (see release)
   local deliveries = redis.call('HINCRBY', key, 'd', 1)
   -- only deliveries without an outcome: a failed attempt that was retried is not one
@@ -112,8 +194,8 @@ if not given then
   if #out > 0 then
     out[1][6] = '1'
     expire_claims(ttl, lease)
-    if K_STREAM then return {out, '', '', ''} end
-    return {out, ''}
+    if K_STREAM then return charged({out, '', '', ''}) end
+    return charged({out, ''})
   end
 end
 fill()
@@ -128,10 +210,13 @@ if given and unland(given) then
     take(given)
   end
 end
+-- at most SLICE looked at: jobs over their rate key's limit are looked at and go back
+local looked = 0
 for i, level in ipairs(LEVELS) do
-  while #out < max do
+  while #out < max and looked < SLICE do
     local element = redis.call('RPOP', level)
     if not element then break end
+    looked = looked + 1
     take(element, false, 3 - i)
   end
 end
@@ -139,7 +224,12 @@ if not K_STREAM then
   fill()
   wake_for_levels()  -- jobs left on another level: the next waiting consumer wakes
   expire_claims(ttl, lease)
-  return {out, #out == 0 and next_due_in() or ''}
+  local due_in = ''
+  if #out == 0 then
+    -- all it looked at went back to wait, and more may be ready: ask again at once
+    due_in = looked == SLICE and '0' or next_due_in()
+  end
+  return charged({out, due_in})
 end
 if #out < max then
   ensure_group()
@@ -166,4 +256,4 @@ if #out == 0 then
   wake_after = last and last[1] or '0-0'
   due_in = next_due_in()
 end
-return {out, after, wake_after, due_in}
+return charged({out, after, wake_after, due_in})

@@ -95,7 +95,7 @@ if ARGV[7] ~= '' then KEY_TTL_MS = math.ceil(tonumber(ARGV[7]) * 1000) end
 -- anew under it (configure.lua).
 local SHARED = {'capacity', 'mode', 'key_ttl'}
 local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake', 'source',
-  'born', 'paused')
+  'born', 'paused', 'rate', 'rate_tat', 'key_rate')
 -- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
 -- that name has too: the keys belong to the kind of source that wrote first.
 local SOURCE = KEYS[22] and 'stream' or 'list'
@@ -120,6 +120,18 @@ end
 local BORN = tonumber(agreed[6]) or (not agreed[1] and NOW) or nil
 -- A paused queue (pause.lua) takes jobs in and gives none out: claims take nothing.
 local PAUSED = agreed[7] == '1'
+-- A rate limit (rate_limit.lua) stored as '<starts> <per> <burst>': {interval, tolerance,
+-- the stored text}, or nil for none; see trioqueue/_rate.py for the arithmetic (GCRA).
+local function rate_limit(stored)
+  local starts, per, burst = string.match(stored or '', '^(%S+) (%S+) (%S+)$')
+  starts, per, burst = tonumber(starts), tonumber(per), tonumber(burst)
+  if not (starts and per and burst) then return nil end
+  return {per / starts, (burst - 1) * per / starts, stored}
+end
+-- The queue's limit on every start, with its theoretical arrival time; the limit on
+-- the starts of each rate key's jobs, whose times live in '<queue>.rate:<key>'.
+local RATE, RATE_TAT, KEY_RATE = rate_limit(agreed[8]), tonumber(agreed[9]), rate_limit(agreed[10])
+local RATE_PREFIX = string.sub(PREFIX, 1, -5) .. 'rate:'
 -- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
 if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else

@@ -1,0 +1,188 @@
+"""Rate limits: at most so many starts per window, for the queue and for each rate key.
+
+Start times are read on Trio's clock, which the Redis backends' scripts use too
+(``clock=trio.current_time``). Each pool has more workers than jobs, so a job
+starts when it is claimed.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import JobState, Queue, RateLimit, RateLimits
+
+
+async def assert_conserved(backend: trioqueue.Backend) -> None:
+    snap = await backend.stats()
+    assert snap.conserved, snap
+
+
+def most_in_a_window(starts: list[float], per: float) -> int:
+    """The most of *starts* any half-open window of *per* seconds holds."""
+    starts = sorted(starts)
+    return max(
+        (sum(1 for t in starts[i:] if t < first + per - 1e-6) for i, first in enumerate(starts)),
+        default=0,
+    )
+
+
+async def run_all(backend, queue, count, started, *, workers=40):
+    async def handler(job: trioqueue.Job) -> None:
+        started[job.payload.get("key")].append(trio.current_time())
+
+    async with trioqueue.open_worker_pool(
+        backend, handler, workers=workers, poll_interval=0.5
+    ) as pool:
+        pool.mark_producer_finished()
+        await pool.wait_stopped()
+    assert sum(len(times) for times in started.values()) == count
+
+
+async def test_the_queue_limit_spreads_starts_out(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(queue=RateLimit(5, per=1.0))
+    assert await queue.rate_limits() == RateLimits(queue=RateLimit(5, per=1.0))
+    await queue.enqueue_many([{"n": n} for n in range(20)])
+    began = trio.current_time()
+    started: dict[str | None, list[float]] = collections.defaultdict(list)
+    await run_all(backend, queue, 20, started)
+    times = started[None]
+    assert most_in_a_window(times, 1.0) <= 5
+    # one every 0.2 s: the last at about 3.8 s, not held back longer than a poll
+    assert 3.7 <= max(times) - began <= 3.8 + 0.6
+    await assert_conserved(backend)
+
+
+async def test_a_burst_lets_that_many_start_at_once(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    limit = RateLimit(4, per=2.0, burst=4)
+    await queue.set_rate_limits(queue=limit)
+    await queue.enqueue_many([{"n": n} for n in range(12)])
+    began = trio.current_time()
+    started: dict[str | None, list[float]] = collections.defaultdict(list)
+    await run_all(backend, queue, 12, started)
+    times = sorted(t - began for t in started[None])
+    assert times[3] < 0.1  # four at once
+    assert most_in_a_window(times, 2.0) <= limit.most_in_any_window
+    await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream
+async def test_each_rate_key_is_limited_alone_and_others_go_ahead(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(2, per=1.0))
+    for key in ("a", "b"):
+        await queue.enqueue_many([{"key": key} for _ in range(8)], rate_key=key)
+    await queue.enqueue_many([{"n": n} for n in range(5)])  # no key: no limit
+    record = await queue.status((await queue.enqueue({"key": "a"}, rate_key="a")).id)
+    assert record is not None
+    assert record.rate_key == "a"
+    began = trio.current_time()
+    started: dict[str | None, list[float]] = collections.defaultdict(list)
+    await run_all(backend, queue, 22, started)
+    for key, last in (("a", 4.0), ("b", 3.5)):
+        assert most_in_a_window(started[key], 1.0) <= 2
+        # nine of a, eight of b, one every half second
+        assert last - 0.1 <= max(started[key]) - began <= last + 0.6
+    # the jobs without a key were not held up behind the limited ones
+    assert max(started[None]) - began < 0.1
+    await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream
+async def test_a_job_over_its_keys_limit_waits_scheduled_and_can_be_cancelled(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(1, per=60.0))
+    first = await queue.enqueue({"n": 1}, rate_key="acme")
+    second = await queue.enqueue({"n": 2}, rate_key="acme")
+    third = await queue.enqueue({"n": 3}, rate_key="acme")
+    ran: list[int] = []
+    two_ran = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.payload["n"])
+        if len(ran) == 2:
+            two_ran.set()
+
+    async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5) as pool:
+        await trio.sleep(5)
+        assert ran == [1]
+        for receipt in (second, third):
+            record = await queue.status(receipt.id)
+            assert record is not None
+            assert record.state is JobState.SCHEDULED  # waiting for the start it was given
+            assert record.due_at is not None
+        assert await queue.cancel(third.id) is trioqueue.CancelResult.CANCELLED
+        await two_ran.wait()
+        pool.mark_producer_finished()
+        await pool.wait_stopped()
+    assert ran == [1, 2]
+    assert (await queue.status(first.id)).state is JobState.COMPLETED
+    assert (await queue.status(third.id)).state is JobState.CANCELLED
+    await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream
+async def test_a_retry_counts_as_a_start_of_its_key(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(1, per=10.0))
+    await queue.enqueue({"key": "a"}, id="flaky", rate_key="a")
+    starts: list[float] = []
+    began = trio.current_time()
+
+    async def handler(job: trioqueue.Job) -> None:
+        starts.append(trio.current_time() - began)
+        if job.attempt < 3:
+            raise RuntimeError("not yet")
+
+    async with trioqueue.open_worker_pool(
+        backend,
+        handler,
+        poll_interval=0.5,
+        retry=trioqueue.RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.01),
+    ) as pool:
+        pool.mark_producer_finished()
+        await pool.wait_stopped()
+    assert len(starts) == 3
+    # each attempt waited for the key's next start, ten seconds after the last
+    assert most_in_a_window(starts, 10.0) == 1
+    assert starts[-1] < 20 + 1
+    assert (await queue.status("flaky")).state is JobState.COMPLETED
+    await assert_conserved(backend)
+
+
+async def test_limits_are_replaced_removed_and_followed_at_once(make_backend, autojump_clock):
+    backend = await make_backend()
+    queue = Queue(backend)
+    assert await queue.rate_limits() == RateLimits()
+    await queue.set_rate_limits(queue=RateLimit(1, per=3600.0))
+    await queue.enqueue_many([{"n": n} for n in range(6)])
+    ran: list[int] = []
+    all_ran = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.payload["n"])
+        if len(ran) == 6:
+            all_ran.set()
+
+    async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5) as pool:
+        await trio.sleep(10)
+        assert len(ran) == 1  # one an hour
+        await queue.set_rate_limits()  # no limit: the waiting pool goes on within a poll
+        assert await queue.rate_limits() == RateLimits()
+        with trio.fail_after(1):
+            await all_ran.wait()
+        pool.mark_producer_finished()
+        await pool.wait_stopped()
+    await assert_conserved(backend)

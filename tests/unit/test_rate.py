@@ -1,0 +1,148 @@
+"""The rate-limit arithmetic both backends share (GCRA), and how a limit is written."""
+
+from __future__ import annotations
+
+import heapq
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trioqueue import RateLimit, RateLimits
+from trioqueue._rate import KeyTimes, charge, key_start, parse_rate, room
+
+limits = st.builds(
+    RateLimit,
+    starts=st.integers(1, 20),
+    per=st.sampled_from([0.1, 0.5, 1.0, 2.5, 60.0]),
+    burst=st.integers(1, 20),
+)
+
+
+def most_in_a_window(starts: list[float], per: float) -> int:
+    """The most of *starts* that any half-open window of *per* seconds holds."""
+    starts = sorted(starts)
+    most = 0
+    for i, first in enumerate(starts):
+        inside = [t for t in starts[i:] if t < first + per - 1e-6]
+        most = max(most, len(inside))
+    return most
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    limit=limits,
+    asks=st.lists(st.tuples(st.floats(0, 3), st.integers(1, 30)), min_size=1, max_size=40),
+)
+def test_the_queue_limit_never_lets_more_through_than_it_says(limit, asks):
+    # claims come at random times, each asking for up to n jobs
+    tat, now, started = -float("inf"), 0.0, []
+    for gap, wanted in asks:
+        now += gap * limit.interval
+        taken = min(wanted, room(tat, now, limit))
+        started += [now] * taken
+        if taken:
+            tat = charge(tat, now, limit, taken)
+    assert most_in_a_window(started, limit.per) <= limit.most_in_any_window
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    limit=limits,
+    arrivals=st.lists(st.floats(0, 2), min_size=1, max_size=40),
+    lateness=st.lists(st.floats(0, 3), min_size=1, max_size=40),
+)
+def test_a_key_limit_holds_however_late_jobs_come_to_their_turn(limit, arrivals, lateness):
+    # jobs of one key arrive at random; one over the limit waits for the start it is
+    # given, and comes to it late by a random amount (a busy queue, a slow claim)
+    events: list[tuple[float, int, bool]] = []
+    now = 0.0
+    for n, gap in enumerate(arrivals):
+        now += gap * limit.interval
+        heapq.heappush(events, (now, n, False))
+    times, started, tries = KeyTimes(), [], 0
+    while events:
+        at, n, promised = heapq.heappop(events)
+        times, wait_until = key_start(times, at, limit, promised=promised)
+        tries += 1
+        if wait_until is None:
+            started.append(at)
+        else:
+            assert wait_until > at
+            late = lateness[tries % len(lateness)] * limit.interval
+            heapq.heappush(events, (wait_until + late, n, True))
+        assert tries < 100 * len(arrivals), "a job never got its turn"
+    assert len(started) == len(arrivals)
+    assert most_in_a_window(started, limit.per) <= limit.most_in_any_window
+
+
+def test_a_flood_of_one_key_is_spread_out_once():
+    # 100 jobs at once, 10 per second, no burst: each is given its own start, the
+    # first at once, then one every 0.1 s, and none is turned away twice
+    limit, times, dues = RateLimit(10), KeyTimes(), []
+    for _ in range(100):
+        times, due = key_start(times, 0.0, limit, promised=False)
+        dues.append(0.0 if due is None else due)
+    assert dues == pytest.approx([n / 10 for n in range(100)])
+    for due in dues[1:]:
+        times, again = key_start(times, due, limit, promised=True)
+        assert again is None
+
+
+def test_a_burst_lets_that_many_start_at_once():
+    assert room(-float("inf"), 5.0, RateLimit(10, burst=4)) == 4
+    assert room(-float("inf"), 5.0, RateLimit(10)) == 1
+    assert room(charge(-float("inf"), 5.0, RateLimit(10), 1), 5.0, RateLimit(10)) == 0
+    assert KeyTimes(1.0, 2.0).forgettable(2.0)
+    assert not KeyTimes(1.0, 2.0).forgettable(1.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("10/s", RateLimit(10, 1.0)),
+        ("10/1s", RateLimit(10, 1.0)),
+        ("100/1m", RateLimit(100, 60.0)),
+        ("5/2.5s", RateLimit(5, 2.5)),
+        ("5/2.5", RateLimit(5, 2.5)),
+        ("3/h", RateLimit(3, 3600.0)),
+        ("10/s burst 5", RateLimit(10, 1.0, 5)),
+    ],
+)
+def test_a_limit_is_written_as_starts_per_window(text, limit):
+    assert parse_rate(text) == limit
+    assert parse_rate(limit.describe()) == limit
+    assert RateLimit.from_stored(limit.stored()) == limit
+
+
+@pytest.mark.parametrize(
+    "text", ["", "10", "ten/s", "10/", "10/xs", "0/s", "10/0s", "10/s 5", "10/s burst 0", "-1/s"]
+)
+def test_a_limit_written_wrongly_is_refused_with_the_form(text):
+    with pytest.raises(ValueError, match="STARTS/PER"):
+        parse_rate(text)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"starts": 0},
+        {"starts": 1.5},
+        {"starts": True},
+        {"starts": 1, "per": 0},
+        {"starts": 1, "per": float("nan")},
+        {"starts": 1, "burst": 0},
+    ],
+)
+def test_a_bad_limit_says_what_to_give(kwargs):
+    with pytest.raises(ValueError, match="give"):
+        RateLimit(**kwargs)
+
+
+def test_limits_describe_themselves():
+    assert RateLimits().describe() == "none"
+    assert RateLimits(RateLimit(10), RateLimit(2, 60.0, 2)).describe() == (
+        "queue 10/1s, per key 2/60s burst 2"
+    )
+    assert RateLimit.from_stored(b"bad") is None
+    assert RateLimit(4, 2.0, 3).most_in_any_window == 6

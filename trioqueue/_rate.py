@@ -1,0 +1,212 @@
+"""Rate limits on job starts, and the arithmetic both backends share to keep them.
+
+A limit is kept with the generic cell rate algorithm (GCRA): one number per
+limited thing, the *theoretical arrival time* (TAT), stands for every start so
+far. Each start moves it on by the limit's interval (``per / starts``); a start
+is allowed while the TAT is at most the limit's tolerance ahead of now
+(``(burst - 1)`` intervals). Unlike a fixed window, which lets ``2 * starts``
+through at a window's edge, it never lets more through in any window of
+``per`` seconds than `RateLimit.most_in_any_window` says. The Redis claim
+script does the same arithmetic in Lua (``lua/claim.lua``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import attrs
+
+__all__ = [
+    "EPSILON",
+    "KeyTimes",
+    "RateLimit",
+    "RateLimits",
+    "charge",
+    "key_start",
+    "parse_rate",
+    "room",
+    "start_at",
+]
+
+_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+EPSILON: Final = 1e-9
+"""Seconds of float error the arithmetic forgives: a start due now is allowed now."""
+
+
+def _starts(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"RateLimit({attribute.name}={value!r}): give a whole number of starts >= 1"
+        )
+
+
+def _seconds(value: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"RateLimit(per={value!r}): give the window in seconds, a number > 0")
+    return float(value)
+
+
+@attrs.frozen
+class RateLimit:
+    """At most *starts* job starts every *per* seconds, with bursts of up to *burst*.
+
+    With the default ``burst=1`` the starts are spread out, one every
+    ``per / starts`` seconds, and no window of *per* seconds ever holds more
+    than *starts* of them: what an upstream service's "N requests per second"
+    needs. A larger *burst* lets that many start at once after a quiet spell;
+    then a window of *per* seconds may hold up to ``starts + burst - 1``
+    (`most_in_any_window`). A start is a claim: a retry counts again, and so
+    does a job run again after its worker died.
+    """
+
+    starts: int = attrs.field(validator=_starts)
+    """How many starts the window allows on average."""
+    per: float = attrs.field(default=1.0, converter=_seconds)
+    """The window, in seconds."""
+    burst: int = attrs.field(default=1, validator=_starts)
+    """How many may start at once after a quiet spell (1: evenly spread)."""
+
+    @property
+    def interval(self) -> float:
+        """Seconds each start uses up: ``per / starts``."""
+        return self.per / self.starts
+
+    @property
+    def tolerance(self) -> float:
+        """How far ahead of now the limit's TAT may be for a start to be allowed."""
+        return (self.burst - 1) * self.interval
+
+    @property
+    def most_in_any_window(self) -> int:
+        """The most starts any window of `per` seconds can hold: ``starts + burst - 1``."""
+        return self.starts + self.burst - 1
+
+    def describe(self) -> str:
+        """``10/1s`` (``10/1s burst 5`` with a burst): how `parse_rate` reads it back."""
+        text = f"{self.starts}/{self.per:g}s"
+        return text if self.burst == 1 else f"{text} burst {self.burst}"
+
+    def stored(self) -> str:
+        """The limit as the Redis scripts keep it: ``"<starts> <per> <burst>"``."""
+        return f"{self.starts} {self.per!r} {self.burst}"
+
+    @classmethod
+    def from_stored(cls, value: bytes | str | None) -> RateLimit | None:
+        """The limit `stored` wrote; None for none (or a value changed by hand)."""
+        if not value:
+            return None
+        words = (value.decode() if isinstance(value, bytes) else value).split()
+        try:
+            return cls(int(words[0]), float(words[1]), int(words[2]))
+        except (IndexError, ValueError):
+            return None
+
+
+@attrs.frozen
+class RateLimits:
+    """A queue's rate limits (`Queue.set_rate_limits`); None where there is none."""
+
+    queue: RateLimit | None = None
+    """Limits every start from the queue, whatever the job."""
+    per_key: RateLimit | None = None
+    """Limits the starts of the jobs enqueued with one ``rate_key``, each key on its own."""
+
+    def describe(self) -> str:
+        """``queue 10/1s, per key 2/1s`` (``none`` for none), as the command line shows them."""
+        parts = [
+            f"{name} {limit.describe()}"
+            for name, limit in (("queue", self.queue), ("per key", self.per_key))
+            if limit is not None
+        ]
+        return ", ".join(parts) or "none"
+
+
+def parse_rate(text: str) -> RateLimit:
+    """A limit written as ``STARTS/PER`` with an optional burst.
+
+    E.g. ``10/s``, ``100/1m``, ``5/2.5s``, ``10/s burst 10`` (units: s, m, h; a
+    bare number is seconds).
+
+    Raises:
+        ValueError: The text is not such a limit; the message shows the form.
+    """
+    words = text.split()
+    burst = 1
+    problem = f"rate limit {text!r}: write STARTS/PER, e.g. '10/s', '100/1m' or '10/s burst 5'"
+    if len(words) == 3 and words[1] == "burst" and words[2].isdigit():
+        burst = int(words[2])
+    elif len(words) != 1:
+        raise ValueError(problem)
+    starts, _, per = words[0].partition("/")
+    if not starts.isdigit() or not per:
+        raise ValueError(problem)
+    unit = _UNITS.get(per[-1])
+    number = per[:-1] if unit is not None else per
+    try:
+        seconds = (float(number) if number else 1.0) * (unit or 1.0)
+        return RateLimit(int(starts), seconds, burst)
+    except ValueError as exc:
+        raise ValueError(f"{problem} ({exc})") from None
+
+
+def room(tat: float, now: float, limit: RateLimit) -> int:
+    """How many may start at *now* under *limit*, whose theoretical arrival time is *tat*."""
+    ahead = max(tat, now) - now
+    if ahead > limit.tolerance + EPSILON:
+        return 0
+    return int((limit.tolerance + EPSILON - ahead) / limit.interval) + 1
+
+
+def start_at(tat: float, now: float, limit: RateLimit) -> float:
+    """The earliest time a start is allowed: *now* if one is allowed now."""
+    return now if room(tat, now, limit) else tat - limit.tolerance
+
+
+def charge(tat: float, now: float, limit: RateLimit, starts: int = 1) -> float:
+    """The theoretical arrival time after *starts* more starts at *now*."""
+    return max(tat, now) + starts * limit.interval
+
+
+@attrs.frozen
+class KeyTimes:
+    """What a per-key limit keeps for one key: two theoretical arrival times.
+
+    *started* counts the starts made, and alone decides whether a job may start
+    now: every start is checked against it, so the starts made keep the limit
+    exactly. *reserved* counts the starts promised to jobs that were over the
+    limit and wait for their turn (each is given the next free one), so a
+    flood of one key's jobs is spread out once, not woken all together.
+    """
+
+    reserved: float = -math.inf
+    started: float = -math.inf
+
+    def forgettable(self, now: float) -> bool:
+        """Whether both times are past: the key limits nothing, as a key never seen."""
+        return max(self.reserved, self.started) <= now
+
+
+def key_start(
+    times: KeyTimes, now: float, limit: RateLimit, *, promised: bool
+) -> tuple[KeyTimes, float | None]:
+    """Whether one job of a rate-limited key may start at *now*.
+
+    *promised* says the job waited for a start reserved for it. Returns the
+    key's times after the decision, and None when the job starts now, else the
+    time to wait until (a job not promised one is given the next free start).
+    """
+    if promised:
+        if room(times.started, now, limit):
+            return attrs.evolve(times, started=charge(times.started, now, limit)), None
+        # it came late to its turn and an earlier start came later still: wait on
+        return times, start_at(times.started, now, limit)
+    both = max(times.reserved, times.started)
+    if room(both, now, limit):
+        return KeyTimes(charge(both, now, limit), charge(times.started, now, limit)), None
+    return attrs.evolve(times, reserved=charge(both, now, limit)), start_at(both, now, limit)
