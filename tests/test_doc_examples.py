@@ -48,6 +48,7 @@ ON_MEMORY = [
     "headers",
     "workflows",
     "unique_jobs",
+    "rate_limits",
 ]
 THREADED = ["tasks"]  # on the real clock: a mock clock jumps ahead while a thread works
 IN_A_PROCESS = ["tracing"]  # it sets OpenTelemetry's global provider, once per process

@@ -88,7 +88,7 @@ class RateLimit:
         return self.starts + self.burst - 1
 
     def describe(self) -> str:
-        """``10/1s`` (``10/1s burst 5`` with a burst): how `parse_rate` reads it back."""
+        """``10/1s`` (``10/1s burst 5`` with a burst), as the command line takes a limit."""
         text = f"{self.starts}/{self.per:g}s"
         return text if self.burst == 1 else f"{text} burst {self.burst}"
 
