@@ -12,6 +12,7 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import coredis
 import pytest
@@ -23,6 +24,11 @@ import trioqueue
 from trioqueue import Queue
 
 from .redis_server import RedisServer, find_server_binary
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+T = TypeVar("T")
 
 TARGET = Path(__file__).with_name("kill_target.py")
 
@@ -55,6 +61,20 @@ async def start_and_kill_mid_handler(url: str, name: str, min_idle: float, *mode
         if worker.stdout is not None:
             worker.stdout.close()
     return trio.current_time()
+
+
+async def kill_restart_and_read(server: RedisServer, read: Callable[[], Awaitable[T]]) -> T:
+    """SIGKILL *server* (no clean save), start it again from its append-only file,
+    and return what *read* answers once Redis does (the first call after a restart
+    finds the link broken)."""
+    await trio.to_thread.run_sync(partial(server.stop, kill=True))
+    await trio.to_thread.run_sync(server.start)
+    with trio.fail_after(10):
+        while True:
+            try:
+                return await read()
+            except trioqueue.BackendUnavailable:
+                await trio.sleep(0.1)
 
 
 async def test_a_job_of_a_killed_worker_is_recovered_within_min_idle_and_a_sweep(
@@ -378,15 +398,8 @@ async def test_a_unique_key_stays_held_through_a_killed_worker_and_a_restart(
         assert (found.id, found.deduplicated) == ("victim", True)
         await queue.enqueue(1, id="save-1", unique_key="autosave", debounce=3)
         await queue.enqueue(2, id="save-2", unique_key="autosave", debounce=3)
-        await trio.to_thread.run_sync(partial(own_server.stop, kill=True))  # no clean save
-        await trio.to_thread.run_sync(own_server.start)
-        record = None
-        with trio.fail_after(10):
-            while record is None:  # the first call after the restart finds the link broken
-                try:
-                    record = await queue.status("save-1")
-                except trioqueue.BackendUnavailable:
-                    await trio.sleep(0.1)
+        record = await kill_restart_and_read(own_server, partial(queue.status, "save-1"))
+        assert record is not None
         assert record.state is trioqueue.JobState.CANCELLED
         ran: list[str] = []
         both_ran = trio.Event()
@@ -427,15 +440,7 @@ async def test_rate_limits_hold_through_a_killed_worker_and_a_restart(own_server
         await queue.enqueue_many([{"key": "a"}] * 5, ids=[f"a{n}" for n in range(5)], rate_key="a")
         await queue.enqueue_many([{"key": "b"}] * 3, ids=[f"b{n}" for n in range(3)], rate_key="b")
         await start_and_kill_mid_handler(own_server.url, name, min_idle)
-        await trio.to_thread.run_sync(partial(own_server.stop, kill=True))  # no clean save
-        await trio.to_thread.run_sync(own_server.start)
-        limits = None
-        with trio.fail_after(10):
-            while limits is None:  # the first call after the restart finds the link broken
-                try:
-                    limits = await queue.rate_limits()
-                except trioqueue.BackendUnavailable:
-                    await trio.sleep(0.1)
+        limits = await kill_restart_and_read(own_server, queue.rate_limits)
         assert limits.per_key == trioqueue.RateLimit(1, per=0.5)
         starts: dict[str, list[float]] = {"a": [], "b": []}
         ran: list[str] = []

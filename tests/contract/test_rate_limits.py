@@ -30,6 +30,18 @@ def most_in_a_window(starts: list[float], per: float) -> int:
     )
 
 
+def recorder(ran: list[int], count: int) -> tuple[trioqueue.Handler, trio.Event]:
+    """A handler appending each job's ``n`` to *ran*, and an event set at *count* of them."""
+    enough = trio.Event()
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.payload["n"])
+        if len(ran) == count:
+            enough.set()
+
+    return handler, enough
+
+
 async def run_all(backend, queue, count, started, *, workers=40):
     async def handler(job: trioqueue.Job) -> None:
         started[job.payload.get("key")].append(trio.current_time())
@@ -107,12 +119,7 @@ async def test_a_job_over_its_keys_limit_waits_scheduled_and_can_be_cancelled(
     second = await queue.enqueue({"n": 2}, rate_key="acme")
     third = await queue.enqueue({"n": 3}, rate_key="acme")
     ran: list[int] = []
-    two_ran = trio.Event()
-
-    async def handler(job: trioqueue.Job) -> None:
-        ran.append(job.payload["n"])
-        if len(ran) == 2:
-            two_ran.set()
+    handler, two_ran = recorder(ran, 2)
 
     async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5) as pool:
         await trio.sleep(5)
@@ -169,12 +176,7 @@ async def test_limits_are_replaced_removed_and_followed_at_once(make_backend, au
     await queue.set_rate_limits(queue=RateLimit(1, per=3600.0))
     await queue.enqueue_many([{"n": n} for n in range(6)])
     ran: list[int] = []
-    all_ran = trio.Event()
-
-    async def handler(job: trioqueue.Job) -> None:
-        ran.append(job.payload["n"])
-        if len(ran) == 6:
-            all_ran.set()
+    handler, all_ran = recorder(ran, 6)
 
     async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5) as pool:
         await trio.sleep(10)
