@@ -799,3 +799,52 @@ async def test_a_job_twice_held_by_dying_workers_runs_alone(redis_server: RedisS
         stats = await backend.stats()
         assert (stats.succeeded, stats.gauges.held) == (3, 0)
         assert stats.conserved
+
+
+async def test_a_suspect_over_its_keys_limit_stays_a_suspect_and_others_go_ahead(
+    redis_server: RedisServer,
+):
+    clock = {"now": 1000.0}
+    async with trioqueue.RedisBackend(
+        redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: clock["now"]
+    ) as backend:
+        queue = Queue(backend)
+        await queue.set_rate_limits(per_key=trioqueue.RateLimit(1, per=10.0))
+        await queue.enqueue("p", id="poison", rate_key="a")
+        for wait in (11, 6):  # claimed at 1000 and 1011 (its key allows), its worker dies
+            [claim] = await backend.claim(1, lease=5, block=0)
+            assert (claim.job.id, claim.suspect) == ("poison", False)
+            await pass_time(backend, clock, wait)
+            await backend.sweep()
+        await queue.enqueue("n", id="neighbour")
+        # at 1017 its key allows no start before 1021: it stays first among the
+        # suspects, not a scheduled job claimed with others later; the others go ahead
+        [other] = await backend.claim(5, lease=5, block=0)
+        assert other.job.id == "neighbour"
+        assert await backend.ack(other)
+        await pass_time(backend, clock, 5)
+        [suspect] = await backend.claim(5, lease=5, block=0)
+        assert (suspect.job.id, suspect.suspect) == ("poison", True)
+        assert await backend.ack(suspect)
+        stats = await backend.stats()
+        assert (stats.succeeded, stats.gauges.held) == (2, 0)
+        assert stats.conserved
+
+
+async def test_rate_limits_keep_whole_bursts_on_the_servers_own_clock(redis_server: RedisServer):
+    # the server's TIME is seconds since the epoch, where floats are 2.4e-7 apart
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=5) as backend:
+        queue = Queue(backend)
+        await queue.set_rate_limits(
+            queue=trioqueue.RateLimit(11, per=2.0, burst=2),
+            per_key=trioqueue.RateLimit(11, per=2.0, burst=2),
+        )
+        await queue.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"], rate_key="k")
+        both = await backend.claim(3, lease=30, block=0)
+        assert sorted(c.job.id for c in both) == ["a", "b"]  # the whole burst, at once
+        # the next start is 2/11 s later: the claim waits for it within its block
+        [third] = await backend.claim(3, lease=30, block=5)
+        assert third.job.id == "c"
+        for claim in [*both, third]:
+            assert await backend.ack(claim)
+        assert (await backend.stats()).conserved

@@ -428,7 +428,8 @@ async def test_rate_limits_hold_through_a_killed_worker_and_a_restart(own_server
     from the append-only file lose no job, run none twice, and break no limit.
 
     Times are the pool's (handler starts), the limit keeps the server's: the
-    check allows a tenth of a second between the two.
+    check allows a quarter of a second between the two (unlimited, the nine jobs
+    would start within milliseconds).
     """
     name, min_idle = queue_name(), 1.0
     async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=min_idle) as backend:
@@ -461,7 +462,7 @@ async def test_rate_limits_hold_through_a_killed_worker_and_a_restart(own_server
         assert sorted(ran) == sorted(["victim", *(f"a{n}" for n in range(5)), "b0", "b1", "b2"])
         for times in starts.values():
             gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-            assert min(gaps) >= 0.5 - 0.1, times
+            assert min(gaps) >= 0.5 - 0.25, times
         stats = await backend.stats()
         assert (stats.succeeded, stats.gauges.held, stats.dead_lettered) == (9, 0, 0)
         assert stats.conserved

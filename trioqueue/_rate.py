@@ -23,6 +23,7 @@ __all__ = [
     "RateLimit",
     "RateLimits",
     "charge",
+    "given_back",
     "key_start",
     "parse_rate",
     "room",
@@ -30,8 +31,12 @@ __all__ = [
 ]
 
 _UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
-EPSILON: Final = 1e-9
-"""Seconds of float error the arithmetic forgives: a start due now is allowed now."""
+EPSILON: Final = 1e-6
+"""Seconds of float error the arithmetic forgives per start of a burst: a start due
+now is allowed now, and a quiet limit's whole burst starts at once.
+
+A microsecond, Redis ``TIME``'s unit: floats near today's epoch time are about
+2.4e-7 apart, and each start charged at one instant may round by half that."""
 
 
 def _starts(_: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -81,6 +86,11 @@ class RateLimit:
     def tolerance(self) -> float:
         """How far ahead of now the limit's TAT may be for a start to be allowed."""
         return (self.burst - 1) * self.interval
+
+    @property
+    def slack(self) -> float:
+        """The float error the arithmetic forgives: `EPSILON` per start of a burst."""
+        return EPSILON * self.burst
 
     @property
     def most_in_any_window(self) -> int:
@@ -158,14 +168,14 @@ def parse_rate(text: str) -> RateLimit:
 def room(tat: float, now: float, limit: RateLimit) -> int:
     """How many may start at *now* under *limit*, whose theoretical arrival time is *tat*."""
     ahead = max(tat, now) - now
-    if ahead > limit.tolerance + EPSILON:
+    if ahead > limit.tolerance + limit.slack:
         return 0
-    return int((limit.tolerance + EPSILON - ahead) / limit.interval) + 1
+    return int((limit.tolerance + limit.slack - ahead) / limit.interval) + 1
 
 
 def start_at(tat: float, now: float, limit: RateLimit) -> float:
-    """The earliest time a start is allowed: *now* if one is allowed now."""
-    return now if room(tat, now, limit) else tat - limit.tolerance
+    """The earliest time a start is allowed: *now* if one is allowed now, else later."""
+    return now if room(tat, now, limit) else max(tat - limit.tolerance, now + limit.slack)
 
 
 def charge(tat: float, now: float, limit: RateLimit, starts: int = 1) -> float:
@@ -175,21 +185,21 @@ def charge(tat: float, now: float, limit: RateLimit, starts: int = 1) -> float:
 
 @attrs.frozen
 class KeyTimes:
-    """What a per-key limit keeps for one key: two theoretical arrival times.
+    """What a per-key limit keeps for one key.
 
-    *started* counts the starts made, and alone decides whether a job may start
-    now: every start is checked against it, so the starts made keep the limit
-    exactly. *reserved* counts the starts promised to jobs that were over the
-    limit and wait for their turn (each is given the next free one), so a
-    flood of one key's jobs is spread out once, not woken all together.
+    *started* is the theoretical arrival time of the starts made: every start is
+    checked against it, so the starts made keep the limit exactly. *pending*
+    counts the jobs that were over the limit and wait for a start promised to
+    them, one after another: a flood of one key's jobs is spread out once, not
+    woken all together, and a newcomer waits behind them.
     """
 
-    reserved: float = -math.inf
     started: float = -math.inf
+    pending: int = 0
 
     def forgettable(self, now: float) -> bool:
-        """Whether both times are past: the key limits nothing, as a key never seen."""
-        return max(self.reserved, self.started) <= now
+        """Whether the key limits nothing now, as a key never seen."""
+        return self.pending == 0 and self.started <= now
 
 
 def key_start(
@@ -197,16 +207,20 @@ def key_start(
 ) -> tuple[KeyTimes, float | None]:
     """Whether one job of a rate-limited key may start at *now*.
 
-    *promised* says the job waited for a start reserved for it. Returns the
-    key's times after the decision, and None when the job starts now, else the
-    time to wait until (a job not promised one is given the next free start).
+    *promised* says the job waited for a start promised to it: it starts if the
+    starts made allow one. Another job starts only if they allow one beyond
+    the jobs waiting for theirs. Returns the key's times after the decision,
+    and None when the job starts now, else when it is promised its start: after
+    those of the jobs waiting already (a promised job that came late, behind
+    another late one, goes to the back of the line).
     """
-    if promised:
-        if room(times.started, now, limit):
-            return attrs.evolve(times, started=charge(times.started, now, limit)), None
-        # it came late to its turn and an earlier start came later still: wait on
-        return times, start_at(times.started, now, limit)
-    both = max(times.reserved, times.started)
-    if room(both, now, limit):
-        return KeyTimes(charge(both, now, limit), charge(times.started, now, limit)), None
-    return attrs.evolve(times, reserved=charge(both, now, limit)), start_at(both, now, limit)
+    pending = max(times.pending - 1, 0) if promised else times.pending
+    if room(times.started, now, limit) > (0 if promised else pending):
+        return KeyTimes(charge(times.started, now, limit), pending), None
+    due = start_at(max(times.started, now) + pending * limit.interval, now, limit)
+    return KeyTimes(times.started, pending + 1), due
+
+
+def given_back(times: KeyTimes) -> KeyTimes:
+    """The key's times once a job promised a start ends without it (cancelled)."""
+    return attrs.evolve(times, pending=max(times.pending - 1, 0))

@@ -109,7 +109,7 @@ async def test_each_rate_key_is_limited_alone_and_others_go_ahead(make_backend, 
 
 
 @pytest.mark.not_on_stream
-async def test_a_job_over_its_keys_limit_waits_scheduled_and_can_be_cancelled(
+async def test_a_job_over_its_keys_limit_waits_scheduled_and_a_cancelled_one_gives_its_turn(
     make_backend, autojump_clock
 ):
     backend = await make_backend()
@@ -119,21 +119,28 @@ async def test_a_job_over_its_keys_limit_waits_scheduled_and_can_be_cancelled(
     second = await queue.enqueue({"n": 2}, rate_key="acme")
     third = await queue.enqueue({"n": 3}, rate_key="acme")
     ran: list[int] = []
-    handler, two_ran = recorder(ran, 2)
+    handler, three_ran = recorder(ran, 3)
+
+    async def due_at(receipt: trioqueue.Receipt) -> float:
+        record = await queue.status(receipt.id)
+        assert record is not None
+        assert record.state is JobState.SCHEDULED  # waiting for the start it was given
+        assert record.due_at is not None
+        return record.due_at
 
     async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5) as pool:
         await trio.sleep(5)
         assert ran == [1]
-        for receipt in (second, third):
-            record = await queue.status(receipt.id)
-            assert record is not None
-            assert record.state is JobState.SCHEDULED  # waiting for the start it was given
-            assert record.due_at is not None
+        assert await due_at(third) - await due_at(second) == pytest.approx(60)
         assert await queue.cancel(third.id) is trioqueue.CancelResult.CANCELLED
-        await two_ran.wait()
+        # the cancelled job's turn goes to the next one to come, not a minute after it
+        fourth = await queue.enqueue({"n": 4}, rate_key="acme")
+        await trio.sleep(1)
+        assert await due_at(fourth) - await due_at(second) == pytest.approx(60)
+        await three_ran.wait()
         pool.mark_producer_finished()
         await pool.wait_stopped()
-    assert ran == [1, 2]
+    assert ran == [1, 2, 4]
     assert (await queue.status(first.id)).state is JobState.COMPLETED
     assert (await queue.status(third.id)).state is JobState.CANCELLED
     await assert_conserved(backend)

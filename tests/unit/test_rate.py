@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trioqueue import RateLimit, RateLimits
-from trioqueue._rate import KeyTimes, charge, key_start, parse_rate, room
+from trioqueue._rate import KeyTimes, charge, given_back, key_start, parse_rate, room
 
 limits = st.builds(
     RateLimit,
@@ -29,14 +29,20 @@ def most_in_a_window(starts: list[float], per: float) -> int:
     return most
 
 
-@settings(max_examples=200, deadline=None)
+# Trio's clock starts near 0; Redis's is seconds since the epoch, where floats are
+# about 2.4e-7 apart: the arithmetic must hold at both
+bases = st.sampled_from([0.0, 1.7e9])
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     limit=limits,
+    base=bases,
     asks=st.lists(st.tuples(st.floats(0, 3), st.integers(1, 30)), min_size=1, max_size=40),
 )
-def test_the_queue_limit_never_lets_more_through_than_it_says(limit, asks):
+def test_the_queue_limit_never_lets_more_through_than_it_says(limit, base, asks):
     # claims come at random times, each asking for up to n jobs
-    tat, now, started = -float("inf"), 0.0, []
+    tat, now, started = -float("inf"), base, []
     for gap, wanted in asks:
         now += gap * limit.interval
         taken = min(wanted, room(tat, now, limit))
@@ -46,17 +52,18 @@ def test_the_queue_limit_never_lets_more_through_than_it_says(limit, asks):
     assert most_in_a_window(started, limit.per) <= limit.most_in_any_window
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     limit=limits,
+    base=bases,
     arrivals=st.lists(st.floats(0, 2), min_size=1, max_size=40),
     lateness=st.lists(st.floats(0, 3), min_size=1, max_size=40),
 )
-def test_a_key_limit_holds_however_late_jobs_come_to_their_turn(limit, arrivals, lateness):
+def test_a_key_limit_holds_however_late_jobs_come_to_their_turn(limit, base, arrivals, lateness):
     # jobs of one key arrive at random; one over the limit waits for the start it is
     # given, and comes to it late by a random amount (a busy queue, a slow claim)
     events: list[tuple[float, int, bool]] = []
-    now = 0.0
+    now = base
     for n, gap in enumerate(arrivals):
         now += gap * limit.interval
         heapq.heappush(events, (now, n, False))
@@ -74,27 +81,67 @@ def test_a_key_limit_holds_however_late_jobs_come_to_their_turn(limit, arrivals,
         assert tries < 100 * len(arrivals), "a job never got its turn"
     assert len(started) == len(arrivals)
     assert most_in_a_window(started, limit.per) <= limit.most_in_any_window
+    assert times.pending == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(limit=limits, base=bases, offset=st.floats(0, 1000))
+def test_a_burst_is_whole_and_a_wait_is_never_now_at_any_clock(limit, base, offset):
+    now = base + offset
+    # a quiet limit lets its whole burst start at once, one claim at a time
+    tat = -float("inf")
+    for _ in range(limit.burst):
+        assert room(tat, now, limit) >= 1
+        tat = charge(tat, now, limit)
+    assert room(tat, now, limit) == 0
+    # and the next start it gives is later than now, when it is allowed
+    times = KeyTimes(started=tat)
+    times, due = key_start(times, now, limit, promised=False)
+    assert due is not None
+    assert due > now
+    times, again = key_start(times, due, limit, promised=True)
+    assert again is None
 
 
 def test_a_flood_of_one_key_is_spread_out_once():
     # 100 jobs at once, 10 per second, no burst: each is given its own start, the
-    # first at once, then one every 0.1 s, and none is turned away twice
+    # first at once, then one every 0.1 s; on time, none is turned away twice
     limit, times, dues = RateLimit(10), KeyTimes(), []
     for _ in range(100):
         times, due = key_start(times, 0.0, limit, promised=False)
         dues.append(0.0 if due is None else due)
     assert dues == pytest.approx([n / 10 for n in range(100)])
+    assert times.pending == 99
     for due in dues[1:]:
         times, again = key_start(times, due, limit, promised=True)
         assert again is None
+    assert times.pending == 0
+
+
+def test_a_newcomer_waits_behind_the_promised_and_a_cancelled_one_gives_its_start_back():
+    limit, times = RateLimit(1, per=60.0), KeyTimes()
+    times, _ = key_start(times, 0.0, limit, promised=False)  # starts
+    times, second = key_start(times, 0.0, limit, promised=False)
+    times, third = key_start(times, 0.0, limit, promised=False)
+    assert (second, third) == (60.0, 120.0)
+    times = given_back(times)  # the third is cancelled
+    times, fourth = key_start(times, 1.0, limit, promised=False)
+    assert fourth == 120.0  # the third's start, not a fourth minute
+    # two promised jobs that come late together: one starts, the other waits its turn
+    times, late = key_start(times, 130.0, limit, promised=True)
+    assert late is None
+    times, later = key_start(times, 130.0, limit, promised=True)
+    assert later == 190.0
+    assert times.pending == 1
 
 
 def test_a_burst_lets_that_many_start_at_once():
     assert room(-float("inf"), 5.0, RateLimit(10, burst=4)) == 4
     assert room(-float("inf"), 5.0, RateLimit(10)) == 1
     assert room(charge(-float("inf"), 5.0, RateLimit(10), 1), 5.0, RateLimit(10)) == 0
-    assert KeyTimes(1.0, 2.0).forgettable(2.0)
-    assert not KeyTimes(1.0, 2.0).forgettable(1.5)
+    assert KeyTimes(2.0, 0).forgettable(2.0)
+    assert not KeyTimes(2.0, 0).forgettable(1.5)
+    assert not KeyTimes(2.0, 1).forgettable(5.0)
 
 
 @pytest.mark.parametrize(

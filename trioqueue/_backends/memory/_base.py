@@ -13,7 +13,7 @@ import trio
 from ..._backend_values import Claim, checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
-from ..._rate import KeyTimes, RateLimits
+from ..._rate import KeyTimes, RateLimits, given_back
 from ..._records import JobState, Retention
 from .._waiters import Waiters
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
@@ -259,6 +259,11 @@ class MemoryBase:
     def _cancel_now(self, entry: Entry, now: float, reason: str) -> None:
         """End *entry*, which no claim holds, as cancelled."""
         self._deferred.pop(entry.id, None)
+        key = entry.rate_key
+        if entry.promised and key is not None and key in self._key_times:
+            # the start its key promised it goes to the next in line
+            self._key_times[key] = given_back(self._key_times[key])
+        entry.promised = False
         entry.move(JobState.CANCELLED, now)
         entry.reason = reason
         entry.due = None

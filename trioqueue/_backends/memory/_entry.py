@@ -105,7 +105,7 @@ class Entry:
     unique_key: str | None = None  # held in MemoryBase._unique while the job waits or runs
     debounce: bool = False  # a newer job with its key replaces it while it is scheduled
     rate_key: str | None = None  # its starts count against this key's rate limit
-    promised: bool = False  # it waits for a start its rate key reserved for it
+    promised: bool = False  # it waits for a start its rate key promised it
 
     def move(self, target: JobState, now: float) -> None:
         check_transition(self.id, self.state, target)

@@ -36,23 +36,12 @@ if PAUSED then
   return {out, '', 'paused'}
 end
 
--- The rate limits' arithmetic, as trioqueue/_rate.py's room, start_at and charge: a
--- limit is {interval, tolerance}; a time of 0 is one never set.
-local RATE_EPSILON = 1e-9
-local function rate_room(tat, limit)
-  local ahead = math.max(tat, NOW) - NOW
-  if ahead > limit[2] + RATE_EPSILON then return 0 end
-  return math.floor((limit[2] + RATE_EPSILON - ahead) / limit[1]) + 1
-end
-local function rate_charge(tat, limit, n) return math.max(tat, NOW) + n * limit[1] end
-local function exact(n) return string.format('%.17g', n) end
-
 local rate_tat = RATE_TAT or 0
 if RATE then
   local allowed = rate_room(rate_tat, RATE)
   if allowed == 0 then
     if given then put_back(given) end
-    local wait = exact(rate_tat - RATE[2] - NOW)
+    local wait = exact(rate_start_at(rate_tat, RATE) - NOW)
     if K_STREAM then return {out, '', '', wait, 'limited'} end
     return {out, wait, 'limited'}
   end
@@ -67,55 +56,37 @@ local function charged(reply)
 end
 
 -- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
--- key_start: its key keeps two times in '<queue>.rate:<key>', the starts reserved and
--- the starts made, with the limit they were kept under (times kept under another
--- limit count for nothing), expiring when both are past. If not, the job waits
--- (scheduled, or still failed_retry for a retry) for the start its key reserves for
--- it, marked 'rr': once due, it starts if the starts made since allow it.
-local function key_allows(id, key, state)
+-- key_start: a job promised a start ('rr': it waited for one) starts if the starts
+-- made allow one; another only if they allow one beyond the jobs waiting for theirs.
+-- If not, the job waits (scheduled, or still failed_retry for a retry) for the start
+-- after theirs, promised to it; a suspect is not promised one (it stays a suspect,
+-- put back by the caller). A job that comes late to its promised start, behind
+-- another late one, waits again at the back of the line.
+local function key_allows(id, key, state, suspect)
   local fields = redis.call('HMGET', key, 'rk', 'rr')
   if not fields[1] then return true end
   local promised = fields[2] == '1'
-  local times = RATE_PREFIX .. fields[1]
-  local reserved, started, limit = string.match(redis.call('GET', times) or '',
-    '^(%S+) (%S+) (.*)$')
-  if limit ~= KEY_RATE[3] then reserved, started = 0, 0 end
-  reserved, started = tonumber(reserved) or 0, tonumber(started) or 0
-  local wait
-  if promised then
-    if rate_room(started, KEY_RATE) > 0 then
-      started = rate_charge(started, KEY_RATE, 1)
-    else
-      wait = started - KEY_RATE[2]  -- it came late, and a start made since later still
-    end
-  else
-    local both = math.max(reserved, started)
-    reserved = rate_charge(both, KEY_RATE, 1)
-    if rate_room(both, KEY_RATE) > 0 then
-      started = rate_charge(started, KEY_RATE, 1)
-    else
-      wait = both - KEY_RATE[2]
-    end
-  end
-  local last = math.max(reserved, started)
-  if last > NOW then
-    redis.call('SET', times, exact(reserved) .. ' ' .. exact(started) .. ' ' .. KEY_RATE[3],
-      'PX', math.ceil((last - NOW) * 1000) + 1)
-  end
-  if not wait then
+  local started, pending = key_times(fields[1])
+  if promised then pending = math.max(pending - 1, 0) end
+  if rate_room(started, KEY_RATE) > (promised and 0 or pending) then
+    keep_key_times(fields[1], rate_charge(started, KEY_RATE, 1), pending)
     if promised then redis.call('HDEL', key, 'rr') end
     return true
   end
+  if suspect then return false end
+  local due = rate_start_at(math.max(started, NOW) + pending * KEY_RATE[1], KEY_RATE)
+  keep_key_times(fields[1], started, pending + 1)
   redis.call('HSET', key, 'rr', '1')
   if state == 'received' then redis.call('HSET', key, 's', 'scheduled') end
-  defer(id, wait)
+  defer(id, due)
   return false
 end
 
 -- Claim the job an element (off a ready list, the suspects, or a landing) names;
 -- fresh: a stream entry this script just read (its pending entry is this consumer's);
 -- priority: the level of the ready list it came from, for another client's push.
-local function take(element, fresh, priority)
+local held_suspect  -- a suspect over its key's limit: it stays first among the suspects
+local function take(element, fresh, priority, suspect)
   if element == WAKE then
     wake_taken()  -- it woke this consumer: the claim's reply says when the next is due
     return
@@ -150,7 +121,12 @@ local function take(element, fresh, priority)
     count('stale')
     return
   end
-  if KEY_RATE and not key_allows(id, key, state) then return end
+  -- a job about to be dead-lettered for max_deliveries (below) takes no start
+  if KEY_RATE and not (max_deliveries and unanswered(id) >= max_deliveries)
+    and not key_allows(id, key, state, suspect) then
+    if suspect then held_suspect = id end
+    return
+  end
   -- every claim is a delivery, except one a clean shutdown gave back (see release)
   local deliveries = redis.call('HINCRBY', key, 'd', 1)
   -- only deliveries without an outcome: a failed attempt that was retried is not one
@@ -189,7 +165,11 @@ if not given then
   while #out == 0 do  -- a suspect dead-lettered for max_deliveries makes room for the next
     local id = redis.call('RPOP', K_SUS)
     if not id then break end
-    take(MARK .. id)
+    take(MARK .. id, false, nil, true)
+    if held_suspect then
+      redis.call('RPUSH', K_SUS, id)  -- first again: the claim goes on to other jobs
+      break
+    end
   end
   if #out > 0 then
     out[1][6] = '1'
@@ -210,10 +190,11 @@ if given and unland(given) then
     take(given)
   end
 end
--- at most SLICE looked at: jobs over their rate key's limit are looked at and go back
+-- at most CLAIM_SLICE looked at: jobs over their rate key's limit are looked at and go
+-- back, at about as many commands each as a claim
 local looked = 0
 for i, level in ipairs(LEVELS) do
-  while #out < max and looked < SLICE do
+  while #out < max and looked < CLAIM_SLICE do
     local element = redis.call('RPOP', level)
     if not element then break end
     looked = looked + 1
@@ -227,7 +208,7 @@ if not K_STREAM then
   local due_in = ''
   if #out == 0 then
     -- all it looked at went back to wait, and more may be ready: ask again at once
-    due_in = looked == SLICE and '0' or next_due_in()
+    due_in = looked == CLAIM_SLICE and '0' or next_due_in()
   end
   return charged({out, due_in})
 end

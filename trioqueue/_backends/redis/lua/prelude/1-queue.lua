@@ -121,12 +121,13 @@ local BORN = tonumber(agreed[6]) or (not agreed[1] and NOW) or nil
 -- A paused queue (pause.lua) takes jobs in and gives none out: claims take nothing.
 local PAUSED = agreed[7] == '1'
 -- A rate limit (rate_limit.lua) stored as '<starts> <per> <burst>': {interval, tolerance,
--- the stored text}, or nil for none; see trioqueue/_rate.py for the arithmetic (GCRA).
+-- the stored text, slack}, or nil for none; see trioqueue/_rate.py for the arithmetic
+-- (GCRA), and its RateLimit.slack for the float error it forgives.
 local function rate_limit(stored)
   local starts, per, burst = string.match(stored or '', '^(%S+) (%S+) (%S+)$')
   starts, per, burst = tonumber(starts), tonumber(per), tonumber(burst)
   if not (starts and per and burst) then return nil end
-  return {per / starts, (burst - 1) * per / starts, stored}
+  return {per / starts, (burst - 1) * (per / starts), stored, 1e-6 * burst}
 end
 -- The queue's limit on every start, with its theoretical arrival time; the limit on
 -- the starts of each rate key's jobs, whose times live in '<queue>.rate:<key>'.
