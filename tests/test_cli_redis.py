@@ -1099,8 +1099,7 @@ def test_queue_show_and_configure_read_and_change_the_settings(target):
         "reliable": True,
         "key_ttl": None,
         "paused": False,
-        "rate": None,
-        "per_key_rate": None,
+        "rate_limits": {"queue": None, "per_key": None},
     }
     configured = target.run("queue", "configure", "--capacity", "4", "--json")
     assert configured.returncode == 0, configured.stderr
@@ -1146,10 +1145,9 @@ def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
     shown = target.run("queue", "show").stdout
     assert shown.endswith(", rate limits queue 100/60s, per key 2/1s burst 2\n")
     kept = target.run("queue", "rate-limit", "--rate", "none", "--json")
-    assert json.loads(kept.stdout) == {"rate": None, "per_key_rate": "2/1s burst 2"}
-    assert json.loads(target.run("queue", "show", "--json").stdout)["per_key_rate"] == (
-        "2/1s burst 2"
-    )
+    assert json.loads(kept.stdout) == {"queue": None, "per_key": "2/1s burst 2"}
+    shown_json = json.loads(target.run("queue", "show", "--json").stdout)
+    assert shown_json["rate_limits"] == {"queue": None, "per_key": "2/1s burst 2"}
 
     async def rate_key_kept() -> str | None:
         async with trioqueue.RedisBackend(target.url, queue=target.queue) as backend:

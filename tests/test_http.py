@@ -703,6 +703,10 @@ async def test_dead_letters_are_listed_openly_and_changed_only_with_the_token(ba
 async def test_pause_and_resume_need_the_token_and_stats_say_whether_paused(backend):
     async with served(create_app(backend)) as http:  # no token: changes are off
         assert (await http.get("/stats")).json()["paused"] is False
+        assert (await http.get("/stats")).json()["rate_limits"] == {"queue": None, "per_key": None}
+        await trioqueue.Queue(backend).set_rate_limits(per_key=trioqueue.RateLimit(3, per=60))
+        limits = (await http.get("/stats")).json()["rate_limits"]
+        assert limits == {"queue": None, "per_key": "3/60s"}
         off = await http.post("/queue/pause")
         assert off.status_code == 403
         assert not await backend.is_paused()

@@ -127,6 +127,13 @@ class RateLimits:
     per_key: RateLimit | None = None
     """Limits the starts of the jobs enqueued with one ``rate_key``, each key on its own."""
 
+    def as_json(self) -> dict[str, str | None]:
+        """``{"queue": "10/1s", "per_key": null}``: each limit as `RateLimit.describe` writes it."""
+        return {
+            "queue": None if self.queue is None else self.queue.describe(),
+            "per_key": None if self.per_key is None else self.per_key.describe(),
+        }
+
     def describe(self) -> str:
         """``queue 10/1s, per key 2/1s`` (``none`` for none), as the command line shows them."""
         parts = [

@@ -19,9 +19,7 @@ async def main() -> None:
         await trio.sleep(0.05)  # the call itself
 
     # acme floods the queue first; globex's two jobs do not wait behind acme's
-    await queue.enqueue_many(
-        [{"customer": "acme"}] * 3, ids=["a1", "a2", "a3"], rate_key="acme"
-    )
+    await queue.enqueue_many([{"customer": "acme"}] * 3, ids=["a1", "a2", "a3"], rate_key="acme")
     await queue.enqueue_many([{"customer": "globex"}] * 2, ids=["g1", "g2"], rate_key="globex")
     async with trioqueue.open_worker_pool(backend, call_api, workers=10) as pool:
         await trio.sleep(0.5)

@@ -118,7 +118,7 @@ async def _rate_limit(backend: RedisBackend | ShardedBackend, args: argparse.Nam
     after = attrs.evolve(before, **changes)
     await backend.set_rate_limits(after)
     if args.json:
-        print(json.dumps(_limits_json(after)))
+        print(json.dumps(after.as_json()))
     else:
         print(
             f"{printable(args.queue)}: rate limits {after.describe()}; every worker on the "
@@ -127,16 +127,11 @@ async def _rate_limit(backend: RedisBackend | ShardedBackend, args: argparse.Nam
     return 0
 
 
-def _limits_json(limits: RateLimits) -> dict[str, str | None]:
-    return {
-        "rate": None if limits.queue is None else limits.queue.describe(),
-        "per_key_rate": None if limits.per_key is None else limits.per_key.describe(),
-    }
-
-
 def _shown(settings: QueueSettings, as_json: bool, paused: bool, limits: RateLimits) -> str:
     if as_json:
-        return json.dumps({**attrs.asdict(settings), "paused": paused, **_limits_json(limits)})
+        return json.dumps(
+            {**attrs.asdict(settings), "paused": paused, "rate_limits": limits.as_json()}
+        )
     shown = settings.describe() + (", paused" if paused else "")
     if limits != RateLimits():
         shown += f", rate limits {limits.describe()}"

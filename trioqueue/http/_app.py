@@ -125,9 +125,12 @@ def create_app(
         try:
             snapshot = await backend.stats()
             paused = await backend.is_paused()
+            limits = await backend.rate_limits()
         except BackendUnavailable as exc:
             return unavailable(exc, "try again")
-        return JSONResponse({**attrs.asdict(snapshot), "paused": paused})
+        return JSONResponse(
+            {**attrs.asdict(snapshot), "paused": paused, "rate_limits": limits.as_json()}
+        )
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"alive": True})

@@ -451,7 +451,8 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             },
             "/stats": {
                 "get": {
-                    "summary": "Counters, gauges, latency percentiles, and whether paused",
+                    "summary": "Counters, gauges, latency percentiles, whether paused, and "
+                    "the rate limits",
                     "responses": {
                         "200": json_answer({"type": "object"}, "The metrics snapshot."),
                         "503": UNAVAILABLE,
