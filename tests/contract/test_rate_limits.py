@@ -22,10 +22,11 @@ async def assert_conserved(backend: trioqueue.Backend) -> None:
 
 
 def most_in_a_window(starts: list[float], per: float) -> int:
-    """The most of *starts* any half-open window of *per* seconds holds."""
+    """The most of *starts* any half-open window of *per* seconds holds (less the
+    microseconds of float error the arithmetic forgives: see RateLimit.slack)."""
     starts = sorted(starts)
     return max(
-        (sum(1 for t in starts[i:] if t < first + per - 1e-6) for i, first in enumerate(starts)),
+        (sum(1 for t in starts[i:] if t < first + per - 1e-4) for i, first in enumerate(starts)),
         default=0,
     )
 
