@@ -67,7 +67,8 @@ class RateLimit:
     needs. A larger *burst* lets that many start at once after a quiet spell;
     then a window of *per* seconds may hold up to ``starts + burst - 1``
     (`most_in_any_window`). A start is a claim: a retry counts again, and so
-    does a job run again after its worker died.
+    does a job run again after its worker died. Windows are counted to within
+    `slack` (microseconds of float rounding).
     """
 
     starts: int = attrs.field(validator=_starts)
