@@ -1133,6 +1133,19 @@ def test_queue_pause_stops_a_running_worker_claiming_and_resume_lets_it_go_on(ta
     assert worker.exit_status() == 0
 
 
+def test_run_now_puts_a_delayed_job_on_the_ready_queue_and_refuses_one_not_waiting(target):
+    assert target.run_here("enqueue", "--id", "later", "--delay", "3600", '"x"').returncode == 0
+    assert target.run_here("enqueue", "--id", "ready", '"y"').returncode == 0
+    moved = target.run("run-now", "later")
+    assert (moved.returncode, moved.stdout) == (0, "later runs now: on the ready queue\n")
+    assert held(target.stats())["ready"] == 2
+    for job_id in ("later", "ready", "nobody"):  # none of them waits for a due time now
+        refused = target.run_here("run-now", job_id)
+        assert refused.returncode == 1
+        assert f"job {job_id} is not waiting for a due time" in refused.stderr
+        assert "trioqueue jobs scheduled" in refused.stderr
+
+
 def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
     added = target.run("enqueue", "--id", "keyed", '{"n": 1}', "--rate-key", "acme")
     assert added.returncode == 0, added.stderr

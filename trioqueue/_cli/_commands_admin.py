@@ -27,6 +27,7 @@ __all__ = [
     "add_jobs",
     "add_queue",
     "add_result",
+    "add_run_now",
     "add_stats",
 ]
 
@@ -216,6 +217,20 @@ def add_cancel(commands: argparse._SubParsersAction[Parser]) -> None:
     cancel.set_defaults(run=_cancel, log_level=logging.WARNING)
 
 
+def add_run_now(commands: argparse._SubParsersAction[Parser]) -> None:
+    run_now = commands.add_parser(
+        "run-now",
+        help="run a job that waits for its due time now",
+        description="Put job ID, which waits for its due time (delayed, a retry given back "
+        "mid-backoff, or over its rate key's limit), on the ready queue at once; on a full "
+        "queue it goes first as room frees. A job over its rate key's limit still starts "
+        "only when its key allows. Exit status 1 if the job is not waiting for a due time.",
+    )
+    run_now.add_argument("job_id", metavar="ID", help="the job's id")
+    add_redis_options(run_now)
+    run_now.set_defaults(run=_run_now, log_level=logging.WARNING)
+
+
 def add_stats(commands: argparse._SubParsersAction[Parser]) -> None:
     stats = commands.add_parser(
         "stats",
@@ -316,6 +331,12 @@ async def _cancel(args: argparse.Namespace) -> int:
     from ._jobs import run_cancel
 
     return await run_cancel(args)
+
+
+async def _run_now(args: argparse.Namespace) -> int:
+    from ._jobs import run_run_now
+
+    return await run_run_now(args)
 
 
 async def _stats(args: argparse.Namespace) -> int:

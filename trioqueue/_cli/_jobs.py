@@ -1,4 +1,4 @@
-"""``trioqueue result`` and ``cancel``: one job's result, or its end, from the command line."""
+"""``trioqueue jobs``, ``result``, ``cancel`` and ``run-now``: jobs from the command line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from .._backend_values import PLACES, CancelResult
+from .._exceptions import JobNotFound
 from .._queue import Queue
 from .._result_errors import JobCancelled, NoResult
 from ._redis_args import redis_backend
@@ -18,7 +19,7 @@ from ._types import printable
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["NOT_YET", "run_cancel", "run_jobs", "run_result"]
+__all__ = ["NOT_YET", "run_cancel", "run_jobs", "run_result", "run_run_now"]
 
 NOT_YET: Final = 3
 """The exit status of ``trioqueue result --timeout`` when the job has not finished."""
@@ -113,3 +114,21 @@ async def run_cancel(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+async def run_run_now(args: argparse.Namespace) -> int:
+    """Put the job that waits for its due time on the ready queue now."""
+    async with redis_backend(args) as backend:
+        job = printable(args.job_id)
+        try:
+            record = await Queue(backend).run_now(args.job_id)
+        except JobNotFound:
+            print(
+                f"trioqueue run-now: job {job} is not waiting for a due time: `trioqueue jobs "
+                "scheduled` lists those that are",
+                file=sys.stderr,
+            )
+            return 1
+    where = "on the ready queue" if record.queued else "first in line as room frees"
+    print(f"{job} runs now: {where}")
+    return 0

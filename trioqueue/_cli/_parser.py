@@ -13,6 +13,7 @@ from ._commands_admin import (
     add_jobs,
     add_queue,
     add_result,
+    add_run_now,
     add_stats,
 )
 from ._commands_run import add_demo, add_serve, add_worker
@@ -70,8 +71,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     _add_verbosity(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        add_demo, add_worker, add_enqueue, add_jobs, add_result, add_cancel, add_stats,
-        add_dead, add_queue, add_serve,
+        add_demo, add_worker, add_enqueue, add_jobs, add_result, add_cancel, add_run_now,
+        add_stats, add_dead, add_queue, add_serve,
     ):  # fmt: skip
         add(commands)
     for command in commands.choices.values():
