@@ -90,7 +90,7 @@ class RateLimit:
 
     @property
     def slack(self) -> float:
-        """The float error the arithmetic forgives: `EPSILON` per start of a burst."""
+        """The float error the arithmetic forgives: a microsecond per start of a burst."""
         return EPSILON * self.burst
 
     @property
