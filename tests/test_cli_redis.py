@@ -1147,7 +1147,7 @@ def test_run_now_puts_a_delayed_job_on_the_ready_queue_and_refuses_one_not_waiti
 
 
 def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
-    added = target.run("enqueue", "--id", "keyed", '{"n": 1}', "--rate-key", "acme")
+    added = target.run_here("enqueue", "--id", "keyed", '{"n": 1}', "--rate-key", "acme")
     assert added.returncode == 0, added.stderr
     limited = target.run("queue", "rate-limit", "--rate", "100/1m", "--per-key", "2/s burst 2")
     assert limited.returncode == 0, limited.stderr
@@ -1155,11 +1155,11 @@ def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
         f"{target.queue}: rate limits queue 100/60s, per key 2/1s burst 2; every worker on the "
         "queue follows at once\n"
     )
-    shown = target.run("queue", "show").stdout
+    shown = target.run_here("queue", "show").stdout
     assert shown.endswith(", rate limits queue 100/60s, per key 2/1s burst 2\n")
-    kept = target.run("queue", "rate-limit", "--rate", "none", "--json")
+    kept = target.run_here("queue", "rate-limit", "--rate", "none", "--json")
     assert json.loads(kept.stdout) == {"queue": None, "per_key": "2/1s burst 2"}
-    shown_json = json.loads(target.run("queue", "show", "--json").stdout)
+    shown_json = json.loads(target.run_here("queue", "show", "--json").stdout)
     assert shown_json["rate_limits"] == {"queue": None, "per_key": "2/1s burst 2"}
 
     async def rate_key_kept() -> str | None:
