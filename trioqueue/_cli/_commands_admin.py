@@ -18,6 +18,8 @@ from ._redis_args import (
 from ._types import header, non_negative_int, positive_int, rate_limit, seconds
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ._parser import Parser
 
 __all__ = [
@@ -183,52 +185,63 @@ def add_jobs(commands: argparse._SubParsersAction[Parser]) -> None:
     jobs.set_defaults(run=_jobs, log_level=logging.WARNING)
 
 
+def _one_job(
+    commands: argparse._SubParsersAction[Parser],
+    name: str,
+    run: Callable[[argparse.Namespace], Awaitable[int]],
+    summary: str,
+    description: str,
+) -> Parser:
+    """Command *name*, about the job its ID names, on a Redis queue; add its own options."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.add_argument("job_id", metavar="ID", help="the job's id")
+    add_redis_options(command)
+    command.set_defaults(run=run, log_level=logging.WARNING)
+    return command
+
+
 def add_result(commands: argparse._SubParsersAction[Parser]) -> None:
-    result = commands.add_parser(
+    result = _one_job(
+        commands,
         "result",
-        help="wait for a job to finish and print what its handler returned",
-        description="Wait until job ID finishes, then print its handler's return value as "
-        "JSON (exit status 0). A job that failed, was dropped, or whose value was not stored "
-        "is said on stderr (exit status 1), as is an unknown id; one that has not finished "
-        "within --timeout, too (exit status 3).",
+        _result,
+        "wait for a job to finish and print what its handler returned",
+        "Wait until job ID finishes, then print its handler's return value as JSON (exit "
+        "status 0). A job that failed, was dropped, or whose value was not stored is said on "
+        "stderr (exit status 1), as is an unknown id; one that has not finished within "
+        "--timeout, too (exit status 3).",
     )
-    result.add_argument("job_id", metavar="ID", help="the job's id")
     result.add_argument(
         "--timeout", type=seconds, default=None, help="seconds to wait at most (default: no limit)"
     )
-    add_redis_options(result)
-    result.set_defaults(run=_result, log_level=logging.WARNING)
 
 
 def add_cancel(commands: argparse._SubParsersAction[Parser]) -> None:
-    cancel = commands.add_parser(
+    cancel = _one_job(
+        commands,
         "cancel",
-        help="cancel a job: it will not run (again)",
-        description="Cancel job ID. One waiting for a worker is removed at once; one a worker "
-        "holds is stopped by that worker at its next lease renewal (its handler sees "
-        "trio.Cancelled), and recorded cancelled, not failed. A finished job is left alone "
-        "(exit status 1).",
+        _cancel,
+        "cancel a job: it will not run (again)",
+        "Cancel job ID. One waiting for a worker is removed at once; one a worker holds is "
+        "stopped by that worker at its next lease renewal (its handler sees trio.Cancelled), "
+        "and recorded cancelled, not failed. A finished job is left alone (exit status 1).",
     )
-    cancel.add_argument("job_id", metavar="ID", help="the job's id")
     cancel.add_argument(
         "--wait", action="store_true", help="wait until a worker holding the job has stopped it"
     )
-    add_redis_options(cancel)
-    cancel.set_defaults(run=_cancel, log_level=logging.WARNING)
 
 
 def add_run_now(commands: argparse._SubParsersAction[Parser]) -> None:
-    run_now = commands.add_parser(
+    _one_job(
+        commands,
         "run-now",
-        help="run a job that waits for its due time now",
-        description="Put job ID, which waits for its due time (delayed, a retry given back "
-        "mid-backoff, or over its rate key's limit), on the ready queue at once; on a full "
-        "queue it goes first as room frees. A job over its rate key's limit still starts "
-        "only when its key allows. Exit status 1 if the job is not waiting for a due time.",
+        _run_now,
+        "run a job that waits for its due time now",
+        "Put job ID, which waits for its due time (delayed, a retry given back mid-backoff, "
+        "or over its rate key's limit), on the ready queue at once; on a full queue it goes "
+        "first as room frees. A job over its rate key's limit still starts only when its key "
+        "allows. Exit status 1 if the job is not waiting for a due time.",
     )
-    run_now.add_argument("job_id", metavar="ID", help="the job's id")
-    add_redis_options(run_now)
-    run_now.set_defaults(run=_run_now, log_level=logging.WARNING)
 
 
 def add_stats(commands: argparse._SubParsersAction[Parser]) -> None:
