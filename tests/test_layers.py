@@ -68,6 +68,7 @@ TIERS = {
     "_backends.redis._events": 0,
     "_queue": 4,
     "_queue_reads": 4,
+    "_queue_controls": 4,
     "_job_input": 2,
     "_job_checks": 1,
     "_task": 2,

@@ -9,20 +9,20 @@ from ._backend_values import AddMode, AddResult, NewJob, Receipt
 from ._exceptions import ConfigurationError
 from ._job_input import JobOptions, known_options, prepare
 from ._payload import MAX_PAYLOAD
-from ._rate import RateLimit, RateLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, MutableMapping
 
     from ._backend import Backend
     from ._metrics import Metrics
+from ._queue_controls import QueueControls
 from ._queue_reads import QueueReads
 
 __all__ = ["Queue"]
 
 
 @final
-class Queue(QueueReads):
+class Queue(QueueReads, QueueControls):
     """The producer side of a backend; usable with or without a worker pool.
 
     Enqueue is idempotent by job id: the same id with the same payload returns
@@ -78,63 +78,6 @@ class Queue(QueueReads):
     def max_payload(self) -> int:
         """The most bytes a payload may take as canonical JSON."""
         return self._max_payload
-
-    async def pause(self) -> None:
-        """Pause the queue: workers finish the jobs they hold and claim no new ones.
-
-        Producers go on enqueueing; the jobs wait, and nothing is lost. On Redis
-        every process using the queue stops claiming at once, and the pause lasts
-        until `resume` (from the command line: ``trioqueue queue pause``).
-
-        Always checkpoints. If cancelled, nothing changed (on a sharded queue, the
-        shards paused before the cancellation stay paused: call it again).
-        """
-        await self._backend.pause()
-
-    async def resume(self) -> None:
-        """Resume a paused queue: its pools claim again within their *poll_interval*.
-
-        Always checkpoints. If cancelled, nothing changed (sharded: as `pause`).
-        """
-        await self._backend.resume()
-
-    async def is_paused(self) -> bool:
-        """Whether the queue is paused.
-
-        Always checkpoints; it only reads, so a cancelled call changed nothing.
-        """
-        return await self._backend.is_paused()
-
-    async def set_rate_limits(
-        self, *, queue: RateLimit | None = None, per_key: RateLimit | None = None
-    ) -> None:
-        """Limit how fast the queue's jobs start, replacing its limits (None: no limit).
-
-        *queue* bounds every start, *per_key* the starts of the jobs enqueued with
-        one ``rate_key`` (each key on its own: a customer, an upstream account).
-        E.g. ``set_rate_limits(queue=RateLimit(100), per_key=RateLimit(2, per=1.0))``:
-        at most 100 starts a second in all, and 2 for any one customer. A start is
-        a claim: retries count. Workers wait for the start a limit allows rather
-        than claim; a job over its key's limit waits (`JobState.SCHEDULED`) for the
-        start its key gives it while the jobs of other keys go ahead. Nothing is
-        lost or dropped: a limit only delays. On Redis the limits are stored with
-        the queue and kept across every process and machine using it, at once
-        (from the command line: ``trioqueue queue rate-limit``).
-
-        Always checkpoints. If cancelled, nothing changed.
-
-        Raises:
-            ConfigurationError: The queue is sharded: its shards live in different
-                hash slots, where no script can keep one limit.
-        """
-        await self._backend.set_rate_limits(RateLimits(queue=queue, per_key=per_key))
-
-    async def rate_limits(self) -> RateLimits:
-        """The queue's rate limits (`set_rate_limits`).
-
-        Always checkpoints; it only reads, so a cancelled call changed nothing.
-        """
-        return await self._backend.rate_limits()
 
     async def enqueue(
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]

@@ -43,7 +43,7 @@ def recorder(ran: list[int], count: int) -> tuple[trioqueue.Handler, trio.Event]
     return handler, enough
 
 
-async def run_all(backend, queue, count, started, *, workers=40):
+async def run_all(backend, count, started, *, workers=40):
     async def handler(job: trioqueue.Job) -> None:
         started[job.payload.get("key")].append(trio.current_time())
 
@@ -63,7 +63,7 @@ async def test_the_queue_limit_spreads_starts_out(make_backend, autojump_clock):
     await queue.enqueue_many([{"n": n} for n in range(10)])
     began = trio.current_time()
     started: dict[str | None, list[float]] = collections.defaultdict(list)
-    await run_all(backend, queue, 10, started)
+    await run_all(backend, 10, started)
     times = started[None]
     assert most_in_a_window(times, 1.0) <= 5
     # one every 0.2 s: the last at about 1.8 s, not held back longer than a poll
@@ -79,7 +79,7 @@ async def test_a_burst_lets_that_many_start_at_once(make_backend, autojump_clock
     await queue.enqueue_many([{"n": n} for n in range(8)])
     began = trio.current_time()
     started: dict[str | None, list[float]] = collections.defaultdict(list)
-    await run_all(backend, queue, 8, started)
+    await run_all(backend, 8, started)
     times = sorted(t - began for t in started[None])
     assert times[3] < 0.1  # four at once
     assert most_in_a_window(times, 2.0) <= limit.most_in_any_window
@@ -99,7 +99,7 @@ async def test_each_rate_key_is_limited_alone_and_others_go_ahead(make_backend, 
     assert record.rate_key == "a"
     began = trio.current_time()
     started: dict[str | None, list[float]] = collections.defaultdict(list)
-    await run_all(backend, queue, 22, started)
+    await run_all(backend, 22, started)
     for key, last in (("a", 4.0), ("b", 3.5)):
         assert most_in_a_window(started[key], 1.0) <= 2
         # nine of a, eight of b, one every half second
