@@ -62,6 +62,7 @@ TIERS = {
     "_backends.redis._resp": 1,
     "_backends.redis._resp_cluster": 1,
     "_backends.redis._probe": 1,
+    "_backends.redis._url_parts": 1,
     "_backends.redis._watch": 1,
     "_backends._waiters": 0,
     "_backends.memory._levels": 1,
