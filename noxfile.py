@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``docs``, ``tests_clients``, ``chaos``,
+"""Sessions: ``nox -s tests``, ``lint``, ``typecheck``, ``docs``, ``chaos``,
 ``chaos_outage``, ``bench``, ``bench_peers`` and ``mutants`` (mutation testing).
 """
 
@@ -25,8 +25,7 @@ def install_group(session: nox.Session, name: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against the installed package (a wheel, not the source tree)."""
-    # coredis: the second client's own tests
-    session.install(".[redis,cli,coredis,http,typed,otel]")
+    session.install(".[redis,cli,http,typed,otel]")
     install_group(session, "test")
     # Four test processes per core (pytest-xdist; worksteal evens out the few long tests):
     # most tests wait on Redis, subprocesses and real sleeps. On 2 cores, with 2,128
@@ -60,29 +59,6 @@ PLUGIN_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 @nox.session
-@nox.parametrize("client", ["glide", "coredis"])
-def tests_clients(session: nox.Session, client: str) -> None:
-    """The Redis tests on valkey-glide or coredis (the default for one server is hiredis).
-
-    ``TRIOQUEUE_REDIS_CLIENT=glide`` (or ``coredis``) for every test that uses Redis:
-    the contract suite's Redis variants, the Redis backend's, the command line's on
-    Redis; about 3 minutes each. On glide the cluster's too (``nox -s tests`` runs
-    them on hiredis); coredis does not do clusters here.
-    """
-    session.install(".[redis,cli,coredis,http,typed,otel]")
-    install_group(session, "test")
-    processes = str(min(2 * (os.cpu_count() or 1), 8))
-    files = ["tests/contract", "tests/test_cli_redis.py"]
-    files += sorted(str(path) for path in Path("tests").glob("test_redis_*.py"))
-    chosen = "redis or Redis" if client == "glide" else "(redis or Redis) and not cluster"
-    session.run(
-        "pytest", *PLUGINS, "-n", processes, "--dist", "worksteal", "--alone=exclude",
-        "-k", chosen, *files, *session.posargs,
-        env={"TRIOQUEUE_REDIS_CLIENT": client, **PLUGIN_ENV},
-    )  # fmt: skip
-
-
-@nox.session
 def lint(session: nox.Session) -> None:
     """Ruff: lint (including the ASYNC rules) and formatting."""
     install_group(session, "lint")
@@ -96,7 +72,7 @@ def docs(session: nox.Session) -> None:
     every reference must resolve (nitpicky), offline (docs/inventories). Graphviz's
     ``dot`` (apt ``graphviz``; CI installs it) draws the job states; without it the
     page shows the drawing's source."""
-    session.install(".[redis,cli,coredis,http,typed,otel]")
+    session.install(".[redis,cli,http,typed,otel]")
     install_group(session, "docs")
     session.run(
         "sphinx-build", "-E", "-W", "--keep-going", "-n", "-b", "html", "docs", "docs/_build/html"
@@ -106,7 +82,7 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install(".[redis,cli,coredis,http,typed,otel]")
+    session.install(".[redis,cli,http,typed,otel]")
     install_group(session, "typecheck")
     session.run("mypy", "--strict", "trioqueue")
 
@@ -183,7 +159,7 @@ def bench_peers(session: nox.Session) -> None:
     jobs' lateness beside arq's and saq's (``deferred_peers.py``, 3 rounds, about
     two minutes): benchmarks/results/deferred.{json,md}.
     """
-    session.install(".[redis,cli,coredis]")
+    session.install(".[redis,cli]")
     install_group(session, "test")
     install_group(session, "bench")
     install_group(session, "peers")

@@ -178,10 +178,7 @@ async def _connected(backend: trioqueue.RedisBackend) -> trioqueue.RedisBackend:
 # Redis requests in flight in this test process, and the mock clock's threshold before them
 _in_flight: dict[str, Any] = {"count": 0, "threshold": 0.0}
 # what a connection may wait on for long: the BLMOVE that waits for jobs is idle time
-# (glide's _on_queue_node carries the CLIENT ID each wait for jobs asks first)
-_REQUESTS = (
-    "run", "hash", "hashes", "list_items", "exists", "unblock", "wait_replicas", "_on_queue_node",
-)  # fmt: skip
+_REQUESTS = ("run", "run_replicated", "hash", "hashes", "list_items", "exists", "unblock")
 
 
 def _hold_the_clock(connection: object) -> None:

@@ -105,8 +105,8 @@ def test_the_redis_backend_s_stated_figures_are_its_constants():
     source = "".join(path.read_text() for path in sorted(package.glob("*.py")))
     wait = _adding._REPLICA_WAIT
     assert f"{wait:g} seconds) until this many replicas" in source
-    assert f"Fewer had it within {wait:g} seconds" in source
-    assert f"Not cancellable (at most {wait:g} seconds)" in source
+    assert f"Fewer replicas than wanted had the jobs within {wait:g} seconds" in source
+    assert f"cancellable (at most {wait:g} seconds)" in source
     assert f"slice of {_adding._ADD_SLICE} jobs" in source
     assert f"for {_inspecting._LOOK_AGAIN:g} seconds looks at its jobs again" in source
 

@@ -33,7 +33,7 @@ def queue_name() -> str:
 def test_the_backend_names_the_extra_when_no_redis_client_is_installed():
     code = (
         "import sys\n"
-        "sys.modules['coredis'] = sys.modules['glide'] = sys.modules['hiredis'] = None\n"
+        "sys.modules['hiredis'] = None\n"
         "import trioqueue\n"
         "trioqueue.RedisBackend('redis://localhost', queue='{q}', min_idle=30)\n"
     )
@@ -43,7 +43,7 @@ def test_the_backend_names_the_extra_when_no_redis_client_is_installed():
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "ImportError: trioqueue.RedisBackend needs a Redis client: pip install "
+        "ImportError: trioqueue.RedisBackend needs hiredis, the Redis reply parser: pip install "
         "'trioqueue[redis]' (in a checkout: pip install '.[redis]')"
     )
 

@@ -145,12 +145,6 @@ def test_the_command_line_takes_a_cluster_url(redis_cluster):
     assert json.loads(shown.stdout)["ready"] == 1
 
 
-def test_the_coredis_client_refuses_a_cluster_url_with_what_to_do(monkeypatch):
-    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "coredis")
-    with pytest.raises(trioqueue.ConfigurationError, match=r"Cluster .* to use hiredis"):
-        trioqueue.RedisBackend("redis://127.0.0.1:7000?cluster=yes", queue="{q}", min_idle=30)
-
-
 @pytest.fixture
 def own_cluster() -> Iterator[RedisCluster]:
     """A cluster of the test's own: it loses a master, or a slot moves."""
@@ -331,8 +325,7 @@ async def test_a_call_refused_while_the_slot_is_half_moved_goes_through_when_the
     """The queue's slot is MIGRATING, a few keys moved: the enqueue's script, which
     names keys on both nodes, is answered TRYAGAIN, which the client sends again
     itself (no outage); once the move ends, MOVED takes it to the new master,
-    where the job is stored once. (On the default client: glide resends by itself.)"""
-    monkeypatch.delenv("TRIOQUEUE_REDIS_CLIENT", raising=False)
+    where the job is stored once."""
     cluster = own_cluster
     name = tag_on(cluster, 1)
     slot = hash_slot(name)

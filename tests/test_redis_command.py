@@ -2,9 +2,7 @@
 
 Handlers reach the backend their pool holds with `trioqueue.current_redis()`
 (or `current_backend()`), in the handler and in the tasks it starts; outside a
-handler, and on another backend, the call says what to do instead. The replies
-are checked on every client (``nox -s tests_clients`` runs this file on glide and
-coredis too).
+handler, and on another backend, the call says what to do instead.
 """
 
 from __future__ import annotations

@@ -212,9 +212,7 @@ async def test_a_redis_restart_mid_run_loses_no_job(own_server: RedisServer):
             await a_quarter_done.wait()
             await trio.to_thread.run_sync(own_server.stop)  # down mid-run
             done_at_stop = len(done)
-            # longer than the glide connection's liveness bound (1 s): shorter, glide may
-            # hold every request until the server is back, and the pool sees no outage
-            await trio.sleep(1.5)
+            await trio.sleep(1.5)  # long enough for the pool to see the outage
             await trio.to_thread.run_sync(own_server.start)
             pool.mark_producer_finished()
             with trio.fail_after(60):
@@ -238,8 +236,7 @@ async def test_a_pool_started_while_redis_is_down_waits_and_then_works(
 
     async with trioqueue.RedisBackend(own_server.url, queue=name, min_idle=2) as backend:
         async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.2) as pool:
-            # the fetcher tries, fails and says so (a client may take its connect
-            # timeout to give up: glide's is 2 s)
+            # the fetcher tries, fails and says so (within the connect timeout, 2 s)
             with trio.fail_after(10):
                 while "could not be reached" not in caplog.text:  # noqa: ASYNC110 - a log
                     await trio.sleep(0.01)

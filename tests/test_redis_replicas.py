@@ -54,7 +54,6 @@ def info_replication(server: RedisServer) -> bytes:
 async def test_an_enqueue_waits_for_a_replica_and_says_when_none_has_the_job(
     master_and_replica, monkeypatch
 ):
-    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "glide")  # (nox -s tests_clients too)
     master, replica = master_and_replica
     async with trioqueue.RedisBackend(
         master.url, queue="{r}", min_idle=30, wait_replicas=1
@@ -84,9 +83,3 @@ async def test_an_enqueue_waits_for_a_replica_and_says_when_none_has_the_job(
 def test_wait_replicas_must_be_a_whole_number():
     with pytest.raises(trioqueue.ConfigurationError, match=r"wait_replicas=-1\): use a whole"):
         trioqueue.RedisBackend("redis://h/0", queue="{q}", min_idle=30, wait_replicas=-1)
-
-
-def test_on_coredis_wait_replicas_is_refused_with_what_to_do(monkeypatch):
-    monkeypatch.setenv("TRIOQUEUE_REDIS_CLIENT", "coredis")
-    with pytest.raises(trioqueue.ConfigurationError, match=r"needs the valkey-glide client"):
-        trioqueue.RedisBackend("redis://h/0", queue="{q}", min_idle=30, wait_replicas=1)

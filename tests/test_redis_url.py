@@ -25,16 +25,14 @@ import trio
 
 import trioqueue
 from trioqueue import BackendUnavailable, ConfigurationError
-from trioqueue._backends.redis._client import CLIENT_ENV
-from trioqueue._backends.redis._probe import probe, url_parts
 from trioqueue._backends.redis._url import (
     CredentialsRefused,
-    client_url,
     failure_detail,
     redacted,
     scrubbed,
     url_problem,
 )
+from trioqueue._backends.redis._url_parts import tls_context, url_parts
 
 from .redis_server import RedisServer, find_server_binary, free_port
 
@@ -204,19 +202,20 @@ def test_valid_urls_are_accepted(url):
 
 
 @pytest.mark.parametrize(
-    ("url", "given"),
+    ("url", "checks_host", "verifies"),
     [
-        ("rediss://h:6380/0", "rediss://h:6380/0?ssl_check_hostname=true"),
-        ("rediss://h/0?ssl_ca_certs=/ca.pem",
-         "rediss://h/0?ssl_ca_certs=/ca.pem&ssl_check_hostname=true"),
-        ("rediss://h/0?ssl_check_hostname=false", "rediss://h/0?ssl_check_hostname=false"),
-        ("rediss://h/0?ssl_cert_reqs=none", "rediss://h/0?ssl_cert_reqs=none"),
-        ("redis://h/0", "redis://h/0"),
-        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+        ("rediss://h:6380/0", True, ssl.CERT_REQUIRED),
+        ("rediss://h/0?ssl_check_hostname=false", False, ssl.CERT_REQUIRED),
+        ("rediss://h/0?ssl_check_hostname=0", False, ssl.CERT_REQUIRED),
+        ("rediss://h/0?ssl_cert_reqs=none", False, ssl.CERT_NONE),
     ],
 )  # fmt: skip
-def test_a_tls_url_asks_the_client_to_check_the_host_name(url, given):
-    assert client_url(url) == given
+def test_a_tls_url_checks_the_certificate_and_host_name_unless_it_says_not_to(
+    url, checks_host, verifies
+):
+    context = tls_context(url_parts(url))
+    assert context.check_hostname is checks_host
+    assert context.verify_mode == verifies
 
 
 def test_a_certificate_failure_says_so_and_how_to_fix_it():
@@ -324,7 +323,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsSe
     """A TLS server whose certificate names only ``localhost``; and the CA that signed it.
 
     A CA and a server certificate it signs, as a real deployment has: some TLS
-    stacks (rustls, in valkey-glide) refuse a self-signed CA as a server's own.
+    stacks refuse a self-signed CA as a server's own.
     """
     openssl = shutil.which("openssl")
     if openssl is None:
@@ -373,22 +372,11 @@ async def test_tls_to_a_name_not_on_the_certificate_fails_verification(tls_serve
     assert "Unable to establish a connection" not in message
 
 
-async def test_the_host_name_check_can_be_turned_off_in_the_url_on_coredis(tls_server, monkeypatch):
+async def test_the_host_name_check_can_be_turned_off_in_the_url(tls_server):
     server, cert = tls_server
-    monkeypatch.setenv(CLIENT_ENV, "coredis")  # glide has no such switch (next test)
     await stats_over(
         f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={cert}&ssl_check_hostname=false"
     )
-
-
-def test_on_glide_turning_off_the_host_name_check_alone_says_what_to_do(monkeypatch):
-    monkeypatch.setenv(CLIENT_ENV, "glide")
-    with pytest.raises(trioqueue.ConfigurationError) as raised:
-        trioqueue.RedisBackend(
-            "rediss://127.0.0.1:6380/0?ssl_check_hostname=false", queue=queue_name()
-        )
-    assert "connect by a name the certificate holds" in str(raised.value)
-    assert "TRIOQUEUE_REDIS_CLIENT=coredis" in str(raised.value)
 
 
 async def test_tls_to_an_untrusted_certificate_fails_verification(tls_server):
@@ -412,36 +400,6 @@ def test_the_command_line_says_certificate_verify_failed_in_one_line(tls_server)
     assert len(result.stderr.strip().splitlines()) == 1
     assert ENCODED not in result.stderr
     assert PASSWORD not in result.stderr
-
-
-# --- the probe: why a connection fails, in the words the messages above use ----------
-
-
-def test_the_probe_says_which_certificate_check_failed(tls_server):
-    server, ca = tls_server
-    wrong_name = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={ca}"
-    assert "certificate verify failed: IP address mismatch" in (probe(wrong_name) or "")
-    untrusted = f"rediss://localhost:{server.port}/0"
-    assert "unable to get local issuer certificate" in (probe(untrusted) or "")
-    assert probe(f"rediss://localhost:{server.port}/0?ssl_ca_certs={ca}") is None
-
-
-def test_the_probe_finds_refused_credentials_without_showing_the_password():
-    server = start_password_server()
-    try:
-        refused = probe(f"redis://:{urllib.parse.quote('Zq-wrong')}@127.0.0.1:{server.port}/0")
-        assert refused is not None
-        assert "WRONGPASS" in refused
-        assert "Zq-wrong" not in refused
-        assert probe(f"redis://:{ENCODED}@127.0.0.1:{server.port}/0") is None
-        unauthenticated = f"redis://127.0.0.1:{server.port}/0"
-        assert probe(unauthenticated) is None  # no password to try: nothing it can say
-    finally:
-        server.close()
-
-
-def test_the_probe_reports_a_closed_port():
-    assert probe(f"redis://127.0.0.1:{free_port()}/0", timeout=1) is not None
 
 
 def test_url_parts_reads_a_unix_socket_and_a_password_option():
@@ -476,16 +434,3 @@ def test_a_cluster_url_may_name_several_nodes_each_with_the_urls_credentials():
     assert (parts.host, parts.port, parts.username, parts.password) == ("a", 7000, "app", "s3cret")
     assert parts.options["ssl_ca_certs"] == "/ca.pem"
     assert redacted(url) == "rediss://app:***@a:7000,b,[::1]:7002?cluster=yes&ssl_ca_certs=/ca.pem"
-
-
-def test_a_probe_finds_a_cluster_up_while_any_node_it_knows_answers():
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = closed.getsockname()[1]  # nothing listens on it once closed
-    with socket.socket() as live:
-        live.bind(("127.0.0.1", 0))
-        live.listen()
-        port = live.getsockname()[1]
-        assert probe(f"redis://127.0.0.1:{dead}?cluster=yes") is not None
-        assert probe(f"redis://127.0.0.1:{dead},127.0.0.1:{port}?cluster=yes") is None
-        assert probe(f"redis://127.0.0.1:{dead}?cluster=yes", also=[("127.0.0.1", port)]) is None

@@ -8,15 +8,16 @@ pauses are exact.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import TYPE_CHECKING, Any
 
 import hiredis
 import pytest
 import trio
 
-from trioqueue._backends.redis._probe import url_parts
 from trioqueue._backends.redis._resp import ConnectionLost, ReplyError
 from trioqueue._backends.redis._resp_cluster import TRYAGAIN_FOR, SlotPool, slot_master
+from trioqueue._backends.redis._url_parts import url_parts
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -35,8 +36,9 @@ class FakeStream:
         self._reader = hiredis.Reader()
         self._replies: list[Answer] = []
         self._asking = False
+        self.blocking = False
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes, replies: int = 1) -> None:
         await trio.lowlevel.checkpoint()
         self.node.check_up()
         self._reader.feed(data)
@@ -65,6 +67,7 @@ class FakeNode:
         self.cluster = cluster
         self.seen: list[tuple[str, bool]] = []  # (command, asking)
         self.up = True
+        self.closed = False
 
     def check_up(self) -> None:
         if not self.up:
@@ -79,15 +82,22 @@ class FakeNode:
 
     # the _Pool protocol
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[FakeStream]:
+    async def connection(self, deadline: float = math.inf) -> AsyncIterator[FakeStream]:
         self.check_up()
         yield FakeStream(self)
 
-    async def send_encoded(self, command: bytes) -> Answer:
+    async def send_encoded(
+        self, command: bytes, deadline: float = math.inf, *, blocking: bool = False
+    ) -> Answer:
         return await FakeStream(self).round_trip(command)
 
+    async def pipeline(self, commands: list[bytes], deadline: float = math.inf) -> list[Answer]:
+        stream = FakeStream(self)
+        await stream.send(b"".join(commands), len(commands))
+        return [await stream.reply() for _ in commands]
+
     async def aclose(self) -> None:
-        pass
+        self.closed = True
 
 
 class FakeCluster:
@@ -97,6 +107,7 @@ class FakeCluster:
         self.nodes = {address: FakeNode(address, self) for address in (A, B, C)}
         self.master = A
         self.rule = rule
+        self.tls_hosts: dict[tuple[str, int], str | None] = {}
 
     def slots(self) -> list[Any]:
         others = [n for n in self.nodes if n != self.master]
@@ -110,7 +121,10 @@ class FakeCluster:
     def reply(self, node: FakeNode, words: list[bytes], asking: bool) -> Answer:
         return self.rule(node, words, asking)
 
-    def pool(self, parts: Any, tls: Any, timeout: float) -> FakeNode:
+    def pool(
+        self, parts: Any, tls: Any, timeout: float, most: int, tls_host: str | None
+    ) -> FakeNode:
+        self.tls_hosts[(parts.host, parts.port)] = tls_host
         return self.nodes[(parts.host, parts.port)]
 
 
@@ -257,7 +271,7 @@ async def test_no_node_answering_names_every_node_tried():
         await pool.execute("GET", "{q}")
 
 
-async def test_a_piped_command_the_slot_move_refused_is_sent_again_alone(autojump_clock):
+async def test_from_a_piped_command_the_slot_move_refused_on_the_rest_go_again(autojump_clock):
     tried: set[bytes] = set()
 
     def rule(node: FakeNode, words: list[bytes], asking: bool) -> Answer:
@@ -266,9 +280,11 @@ async def test_a_piped_command_the_slot_move_refused_is_sent_again_alone(autojum
             return ReplyError("TRYAGAIN moving")
         return words[1]
 
-    pool = slot_pool(FakeCluster(rule))
+    cluster = FakeCluster(rule)
+    pool = slot_pool(cluster)
     replies = await pool.pipeline([("GET", "{q}.a"), ("GET", "{q}.b"), ("GET", "{q}.c")])
     assert replies == [b"{q}.a", b"{q}.b", b"{q}.c"]
+    assert [name for name, _ in cluster.nodes[A].seen].count("GET") == 5  # a once, b, c twice
 
 
 async def test_a_moved_heard_on_a_lent_connection_moves_the_next_call():
@@ -300,3 +316,59 @@ def test_the_slots_master_is_read_from_cluster_slots_a_missing_host_the_asked_no
     )
     assert slot_master(reply, 100, ("h", 1))[0] == ("10.0.0.2", 7002)
     assert slot_master([], 100, ("h", 1)) == (None, [])
+
+
+async def test_a_node_that_answers_an_error_is_passed_over_for_the_next():
+    cluster = FakeCluster(lambda node, words, asking: node.address[0].encode())
+    loading = cluster.nodes[B]
+    loading.answer = lambda words, asking: ReplyError("LOADING Redis is loading")  # type: ignore[method-assign]
+    pool = slot_pool(cluster, "redis://10.0.0.2:7000,10.0.0.3:7000?cluster=yes")
+    assert await pool.execute("GET", "{q}") == b"10.0.0.1"  # C named A as the master
+
+
+async def test_every_node_refusing_gives_the_first_refusal():
+    cluster = FakeCluster(lambda node, words, asking: b"")
+    for node in cluster.nodes.values():
+        node.answer = lambda words, asking: ReplyError("NOAUTH Authentication required.")  # type: ignore[method-assign]
+    pool = slot_pool(cluster, "redis://10.0.0.2:7000,10.0.0.3:7000?cluster=yes")
+    with pytest.raises(ReplyError, match="NOAUTH"):
+        await pool.execute("GET", "{q}")
+
+
+async def test_the_node_that_just_failed_is_asked_last():
+    cluster = FakeCluster(lambda node, words, asking: node.address[0].encode())
+    pool = slot_pool(cluster, "redis://10.0.0.1:7000?cluster=yes")
+    assert await pool.execute("GET", "{q}") == b"10.0.0.1"
+    cluster.nodes[A].up = False
+    with pytest.raises(ConnectionLost):
+        await pool.execute("GET", "{q}")  # the master died
+    cluster.master = B  # a replica took over
+    for node in cluster.nodes.values():
+        node.seen.clear()
+    assert await pool.execute("GET", "{q}") == b"10.0.0.2"
+    assert cluster.nodes[A].seen == []  # A, first known and dead, was not tried first
+
+
+async def test_the_pools_of_nodes_the_cluster_no_longer_names_are_closed():
+    cluster = FakeCluster(lambda node, words, asking: node.address[0].encode())
+    pool = slot_pool(cluster, "redis://10.0.0.2:7000?cluster=yes")
+    await pool.execute("GET", "{q}")
+    stray = ("10.0.0.9", 7000)
+    cluster.nodes[stray] = FakeNode(stray, cluster)
+    pool._pool(stray)  # a node once named, gone from the cluster since
+    pool._lost(A)
+    await pool.execute("GET", "{q}")
+    assert cluster.nodes[stray].closed
+    assert not cluster.nodes[A].closed
+
+
+async def test_over_tls_a_node_announced_by_address_is_checked_against_the_urls_host():
+    cluster = FakeCluster(lambda node, words, asking: b"")
+    cluster.nodes[("redis-b.example", 7000)] = FakeNode(("redis-b.example", 7000), cluster)
+    pool = slot_pool(cluster, "redis://10.0.0.2:7000?cluster=yes")
+    named = slot_pool(cluster, "redis://cache.example:7000,10.0.0.2:7000?cluster=yes")
+    pool._pool(A)
+    named._pool(A)
+    named._pool(("redis-b.example", 7000))
+    assert cluster.tls_hosts[A] == "cache.example"  # the last made: the URL's host name
+    assert cluster.tls_hosts[("redis-b.example", 7000)] == "redis-b.example"

@@ -44,8 +44,6 @@ def _configure_logging(args: argparse.Namespace) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=max(logging.DEBUG, min(level, logging.CRITICAL)), handlers=[handler])
-    # the client's own notes (a script reloaded after a restart) only with -vv
-    logging.getLogger("coredis").setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
 
 
 def _leaf(error: BaseException) -> BaseException:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, final
 import trio
 
 from .._exceptions import BackendUnavailable
+from .._io_deadline import io_deadline
 from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class Reporter:
         started = trio.current_time()
         deadline = min(self._deadline, started + self._config.io_timeout)
         problem: object = None
-        with trio.CancelScope(shield=True, deadline=deadline) as scope:
+        with trio.CancelScope(shield=True, deadline=deadline) as scope, io_deadline(deadline):
             self._telling.add(scope)
             try:
                 if (problem := await self._try(call)) is _LANDED:
@@ -142,7 +143,8 @@ class Reporter:
                     pause = min(pause * 2, _OUTAGE_PAUSE[1])
                     problem = None
                     # each try gets io_timeout: a call that hangs is a try that failed
-                    with trio.move_on_after(io_timeout):
+                    try_deadline = min(self._deadline, trio.current_time() + io_timeout)
+                    with trio.move_on_at(try_deadline), io_deadline(try_deadline):
                         if (problem := await self._try(call)) is _LANDED:
                             return True
             finally:

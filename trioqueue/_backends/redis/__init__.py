@@ -1,8 +1,8 @@
 """The Redis backends: the reliable list, the stream source and the sharded queue.
 
-The connection and its clients (``_connection``, ``_client``, ``_hiredis`` on
-``_resp`` and ``_resp_cluster``, ``_glide``, ``_coredis``), the URL and the
-key layout (``_url``, ``_probe``, ``_keys``), the Lua scripts (``_scripts``,
+The connection (``_connection``, ``_hiredis`` on ``_resp`` and
+``_resp_cluster``: our own small client), the URL and the key layout
+(``_url``, ``_url_parts``, ``_keys``), the Lua scripts (``_scripts``,
 ``lua/``), and the backends built on them (``_backend``, ``_stream``,
 ``_sharded``).
 """

@@ -115,8 +115,7 @@ class Adding(RedisBase):
                     _extras_argument(job),
                 )
             ]
-            reply = await self._run("add", mode.value, *args)
-            await self._replicated(len(results), len(chunk))
+            reply = await self._add(mode, args, len(results), len(chunk))
             full = False
             for job, status, detail in zip(chunk, reply[::2], reply[1::2], strict=False):
                 if status == b"full" and mode is AddMode.WAIT:
@@ -144,20 +143,27 @@ class Adding(RedisBase):
             return f"d{job.at - time.time()!r}"
         return f"a{job.at!r}"
 
-    async def _replicated(self, done: int, sent: int) -> None:
-        """Wait until `wait_replicas` replicas have what the last add script wrote.
+    async def _add(
+        self, mode: AddMode, args: list[str | bytes], done: int, sent: int
+    ) -> list[bytes]:
+        """One add script call; with `wait_replicas`, and a ``WAIT`` on its connection.
 
-        Not cancellable (at most 2 seconds): the jobs are stored already, and an
-        enqueue that raises `trio.Cancelled` must have accepted nothing.
+        The ``WAIT`` goes with the script, so it counts the script's writes. Not
+        cancellable (at most 2 seconds), like the script: the jobs are stored
+        already, and an enqueue that raises `trio.Cancelled` must have accepted
+        nothing.
 
         Raises:
-            BackendUnavailable: Fewer had it within 2 seconds.
+            BackendUnavailable: Fewer replicas than wanted had the jobs within 2 seconds.
         """
         wanted = self._wait_replicas
         if not wanted:
-            return
-        with trio.CancelScope(shield=True):
-            reached = await self._conn.wait_replicas(wanted, _REPLICA_WAIT)
+            return list(await self._run("add", mode.value, *args))
+        if not self._adopted:
+            await self._adopt_settings()
+        reply, reached = await self._conn.run_replicated(
+            "add", wanted, _REPLICA_WAIT, mode.value, *args
+        )
         if reached < wanted:
             raise BackendUnavailable(
                 self._conn.where,
@@ -167,6 +173,7 @@ class Adding(RedisBase):
                 advice="enqueue them again with the same ids once the replicas are back "
                 "(jobs given no id would be enqueued twice)",
             )
+        return list(reply)
 
     def _add_result(self, job: NewJob, status: bytes, detail: bytes) -> AddResult:
         """One job's reply from the add script, counted in this process's metrics."""

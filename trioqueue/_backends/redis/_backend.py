@@ -133,6 +133,12 @@ class RedisBackend(Adding, Claiming, Settling, Inspecting, Maintaining):
             processes must never share one.
         delete_done: Delete a finished job's entry (``XDEL``) as well as
             acknowledge it (``XACK``); only when no other group reads the stream.
+        max_connections: Most connections this backend opens to each Redis
+            server (64 by default), idle, in use or reading off the reply a
+            cancelled call still owes. A call that finds them all in use waits
+            its turn (first come, first served) until its I/O deadline, then
+            raises `BackendUnavailable` saying so. A worker pool's wait for jobs
+            holds one while it waits.
 
     Raises:
         ConfigurationError: A setting is out of range; the message says what

@@ -14,11 +14,12 @@ from ..._metrics import Gauges, Metrics
 from ..._records import Retention
 from .._waiters import Waiters
 from ._batching import Batcher
-from ._client import connect
-from ._connection import WAIT_NEEDS_GLIDE, text
+from ._connection import text
 from ._events import EventReader
+from ._hiredis import HiredisConnection
 from ._keys import RedisKeys
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
+from ._resp import MAX_CONNECTIONS
 from ._scripts import READ_ONLY
 from ._stream import StreamSource, stream_options
 
@@ -87,6 +88,7 @@ class RedisBase:
         start: str = "$",
         consumer: str | None = None,
         delete_done: bool = False,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self._stream = stream_options(
             queue,
@@ -166,9 +168,16 @@ class RedisBase:
                 "replicas, at most as many as each master has, or 0 not to wait"
             )
         self._wait_replicas = wait_replicas
-        self._conn = connect(url, self._keys, self._head, wait_replicas=bool(wait_replicas))
-        if self._wait_replicas and not self._conn.can_wait_replicas:
-            raise ConfigurationError(WAIT_NEEDS_GLIDE)
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or not 1 <= max_connections <= 10_000
+        ):
+            raise ConfigurationError(
+                f"RedisBackend(max_connections={max_connections!r}): use a whole number from "
+                "1 to 10000 (connections to each Redis server; 64 by default)"
+            )
+        self._conn = HiredisConnection(url, self._keys, self._head, max_connections)
         self._metrics = Metrics(self._cached_gauges)
         self._gauges = Gauges()
         # outcomes reported while one batch is in flight share the next round trip
@@ -298,14 +307,15 @@ class RedisBase:
         For handlers that talk to the same Redis as their queue: reach it with
         ``await trioqueue.current_redis().command("SET", key, value)`` and the
         command shares the pool's connections, with no client of its own to open.
-        On the default client (hiredis) the reply is as RESP2 gives it: ``bytes``,
-        ``int``, ``None``, or a list of them (``HGETALL`` a flat list of names and
-        values); on valkey-glide (``wait_replicas``), as glide gives it. On a
-        cluster the command goes to the node serving its key's slot. Not for
+        The reply is as RESP2 gives it: ``bytes``, ``int``, ``None``, or a list of
+        them (``HGETALL`` a flat list of names and values). On a cluster the
+        command goes to the node serving its key's slot. Not for
         blocking commands (``BLPOP``, ...): each holds a connection while it waits.
 
-        Cancellation: if cancelled, the command may or may not have run (its
-        connection is closed, never reused mid-reply).
+        Cancellation: if cancelled, the command may or may not have run. Its
+        connection is not lent again until the pool has read off the reply it
+        owes (in a task of its own, off the caller's path), so a reply never
+        reaches another caller, and a cancellation costs no new connection.
 
         Raises:
             BackendUnavailable: Redis cannot be reached, or gave no reply within

@@ -1,13 +1,12 @@
-"""What one queue's connection to Redis is, whichever client makes it.
+"""What one queue's connection to Redis means: its URL, its keys, what a refusal says.
 
-A connection (`ConnectionBase`, made concrete per client in ``_glide.py``
-and ``_coredis.py``) runs the queue's scripts and the few plain commands
-the backend needs, with one meaning of errors on every client: every script gets
+A connection (`ConnectionBase`, made to talk in ``_hiredis.py``) runs the
+queue's scripts and the few plain commands the backend needs: every script gets
 the queue's keys and the shared head of arguments (see ``lua/prelude/``); a
 reply that does not come within the I/O timeout, and any connection error,
 becomes `BackendUnavailable`, whose message never shows the password; a script
 refused by the server becomes `BackendRefused`. Also here: decoding a job's
-record hash, which is the same bytes on every client.
+record hash.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import json
 import logging
 import math
 import re
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -30,13 +29,15 @@ from ..._exceptions import (
 )
 from ..._payload import decode_payload
 from ..._records import ErrorInfo, JobRecord, JobState
-from ._probe import url_parts
 from ._url import check_url, redacted, scrubbed, wants_cluster
+from ._url_parts import url_parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ._keys import RedisKeys
+    from ._resp import RespPool
+    from ._resp_cluster import SlotPool
 
 __all__ = [
     "CREDENTIAL_WORDS",
@@ -45,7 +46,6 @@ __all__ = [
     "ConnectionBase",
     "decode_record",
     "is_redirect",
-    "log_unblock_refused",
     "says_any",
     "text",
     "user_refusal",
@@ -53,10 +53,9 @@ __all__ = [
 
 logger = logging.getLogger("trioqueue.redis")
 
-ClientT = TypeVar("ClientT")
-
 IO_TIMEOUT: Final = 10.0
-"""Longest wait, in seconds, for one reply from Redis."""
+"""Longest wait, in seconds, for one reply from Redis, unless the caller's I/O deadline
+(`io_deadline`) is sooner."""
 
 CREDENTIAL_WORDS: Final = (
     "WRONGPASS",
@@ -160,15 +159,6 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
     )
 
 
-def log_unblock_refused(exc: Exception) -> None:
-    """Say that a wait could not be ended at once, and what permission it needs."""
-    logger.warning(
-        "could not end a wait for jobs at once (%s); give the Redis user "
-        "+client|unblock (see the README's ACL)",
-        exc,
-    )
-
-
 def says_any(message: str, words: Sequence[str]) -> bool:
     """Whether *message* holds one of *words*, in any case (clients reword the server's)."""
     folded = message.casefold()
@@ -181,7 +171,7 @@ def user_refusal(where: str, command: Sequence[object], message: str) -> Backend
     return BackendRefused(where, f"Redis at {where} refused {name.upper()}: {message}")
 
 
-_REDIRECT: Final = re.compile(r"\b(?:MOVED|ASK):? \d+ ", re.IGNORECASE)  # glide: "Moved: 12495 h:p"
+_REDIRECT: Final = re.compile(r"\b(?:MOVED|ASK) \d+ ")
 _OOM: Final = re.compile(r"(?:^|\W)OOM\b")
 
 
@@ -195,24 +185,14 @@ _KEY_REFUSAL: Final = re.compile(r"TRIOQUEUE_KEY:? (?P<detail>.*)", re.DOTALL)
 _SOURCE_REFUSAL: Final = re.compile(r"TRIOQUEUE_SOURCE:? (?P<source>\w+)")
 
 
-WAIT_NEEDS_GLIDE: Final = (
-    "RedisBackend(wait_replicas=...) needs the valkey-glide client (chosen for it unless "
-    "TRIOQUEUE_REDIS_CLIENT says otherwise): the coredis and hiredis ones may send WAIT on "
-    "another connection than the writes it must count"
-)
-
-
-class ConnectionBase(Generic[ClientT]):
-    """What the connections on either client share: the URL, the keys, the refusals.
+class ConnectionBase:
+    """What a connection knows before it talks: the URL, the keys, what refusals mean.
 
     Args:
         url: ``redis://host:port/db``.
         keys: The queue's keys, passed to every script in the prelude's order.
         head: Returns the shared head of arguments for each script call.
     """
-
-    can_wait_replicas: bool = False
-    """Whether ``WAIT`` counts the scripts' writes: they and it share one connection."""
 
     def __init__(
         self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
@@ -224,19 +204,10 @@ class ConnectionBase(Generic[ClientT]):
         self._keys = keys
         self._head = head
         self._key_list = keys.script_keys()
-        self._client: ClientT | None = None
-
-    def _one_server_only(self, client: str) -> None:
-        """Refuse a cluster URL for *client*, which talks to one server, saying what to use."""
-        if wants_cluster(self._url):  # when the backend is made, not when it opens
-            raise ConfigurationError(
-                f"the {client} client talks to one Redis server; for a Redis Cluster "
-                "(?cluster=yes) unset TRIOQUEUE_REDIS_CLIENT to use hiredis (pip install "
-                "'trioqueue[redis]')"
-            )
+        self._client: RespPool | SlotPool | None = None
 
     @property
-    def client(self) -> ClientT:
+    def client(self) -> RespPool | SlotPool:
         """The open client.
 
         Raises:
@@ -251,60 +222,20 @@ class ConnectionBase(Generic[ClientT]):
 
     async def _maxmemory(self) -> int:
         """The server's ``maxmemory`` in bytes (0: no limit)."""
-        raise NotImplementedError
+        raise NotImplementedError  # the connection that talks (_hiredis.py) asks
 
     def _no_database(self, detail: str) -> ConfigurationError | None:
         """The error for a URL whose database the server does not have, if *detail* says so.
 
-        Redis answers ``SELECT`` with "DB index is out of range"; glide reports it
-        as a failed connection that "refused to switch database".
+        Redis answers ``SELECT`` with "DB index is out of range".
         """
-        if not says_any(detail, ("DB index is out of range", "refused to switch database")):
+        if not says_any(detail, ("DB index is out of range",)):
             return None
         db = url_parts(self._url).db
         return ConfigurationError(
             f"Redis at {self.where} has no database {db} ({detail.strip()}): use a number "
             "below the server's `databases` setting"
         )
-
-    async def _blocking(
-        self, command: tuple[str | bytes | float, ...], block: float, undo: str | None = None
-    ) -> Any:
-        """Run the blocking *command*, cancellable at once; its reply (None: it timed out).
-
-        When the caller is cancelled, a ``CLIENT UNBLOCK`` ends the wait on the
-        server, and a reply that came all the same is given to script *undo*.
-        """
-        raise NotImplementedError
-
-    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
-        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
-
-        The wait holds a connection of its own. When the caller is cancelled, a
-        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
-        an element that was moved before it landed is put back (the ``unmove``
-        script: the front of *source*, or first among the stored jobs when producers
-        filled the room it left), so a cancelled wait neither strands a job nor
-        overfills the queue.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        command = ("BLMOVE", source, destination, "RIGHT", "LEFT", block)
-        reply = await self._blocking(command, block, undo="unmove")
-        assert reply is None or isinstance(reply, bytes)
-        return reply
-
-    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
-        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
-
-        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
-
-        Raises:
-            BackendUnavailable: Redis cannot be reached.
-        """
-        command = ("XREAD", "BLOCK", max(1, round(block * 1000)), "COUNT", 1, "STREAMS")
-        await self._blocking((*command, *streams, *streams.values()), block)
 
     async def _refusal(self, name: str, exc: Exception) -> BackendUnavailable | ConfigurationError:
         """What an error reply to *name* (a script, a command) means, as the error to raise.
@@ -316,13 +247,12 @@ class ConnectionBase(Generic[ClientT]):
         message = scrubbed(str(exc), self._url)
         if no_database := self._no_database(message):
             return no_database
-        # coredis raises ClusterCrossSlotError, glide a RequestError saying "CrossSlot"
-        if "crossslot" in f"{type(exc).__name__} {message}".lower():
+        if "crossslot" in message.lower():
             return ConfigurationError(
                 self._keys.slot_problem()
                 or f"Redis at {self.where} refused {name}: {message}"  # not the queue's keys
             )
-        redirected = type(exc).__name__ in ("MovedError", "AskError") or is_redirect(message)
+        redirected = is_redirect(message)
         if redirected and not wants_cluster(self._url):  # (a cluster client follows them)
             return ConfigurationError(
                 f"Redis at {self.where} is a Redis Cluster node, and queue "

@@ -1,44 +1,55 @@
 """One queue's connection to Redis on Trio's own sockets, parsed by hiredis (see `ConnectionBase`).
 
-The default client (``redis://``, ``rediss://``, ``unix://``, and a Redis Cluster
+The one client (``redis://``, ``rediss://``, ``unix://``, and a Redis Cluster
 with ``?cluster=yes``): a request is one ``send_all`` and one read on a pooled
-connection (``_resp.py``), less than half a round trip through valkey-glide or
-coredis on Trio. On a cluster the pool is that of the node serving the queue's
-slot, following the cluster's redirects (``_resp_cluster.py``). ``wait_replicas``
-uses valkey-glide, whose one connection carries both the writes and the ``WAIT``
-that counts them.
+connection (``_resp.py``). On a cluster the pool is that of the node serving the
+queue's slot, following the cluster's redirects (``_resp_cluster.py``).
+``wait_replicas`` sends the add script and the ``WAIT`` that counts its writes
+together on one connection.
 
-Errors mean what they mean on the other clients: a broken, refused or silent
-connection is `BackendUnavailable`, refused credentials `CredentialsRefused`, a
-script the server refuses `BackendRefused`. Nothing is sent again by itself,
-except a command the cluster answered with a redirect (it did not run): a script
-whose reply was lost may have run, and the pool decides what to do.
+A broken, refused or silent connection is `BackendUnavailable`, refused
+credentials `CredentialsRefused`, a script the server refuses `BackendRefused`.
+Nothing is sent again by itself, except a command the cluster answered with a
+redirect (it did not run): a script whose reply was lost may have run, and the
+pool decides what to do. Every request ends by one deadline: the I/O timeout,
+or the caller's sooner `io_deadline`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
 from ..._exceptions import BackendUnavailable, ConfigurationError
+from ..._io_deadline import current_io_deadline
 from ._connection import (
     CREDENTIAL_WORDS,
     IO_TIMEOUT,
     TRANSIENT_REPLIES,
-    WAIT_NEEDS_GLIDE,
     ConnectionBase,
-    log_unblock_refused,
     user_refusal,
 )
 from ._keys import hash_slot
-from ._probe import tls_context, url_parts
-from ._resp import Arg, ConnectionLost, Prefix, ReplyError, RespPool, RespStream, encode
+from ._resp import (
+    MAX_CONNECTIONS,
+    Arg,
+    ConnectionLost,
+    NoReply,
+    Prefix,
+    ReplyError,
+    RespPool,
+    RespStream,
+    encode,
+    require_parser,
+)
 from ._resp_cluster import SlotPool
 from ._scripts import load_sources
 from ._url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
+from ._url_parts import tls_context, url_parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -47,20 +58,41 @@ if TYPE_CHECKING:
 
 __all__ = ["HiredisConnection"]
 
+logger = logging.getLogger("trioqueue.redis")
+
 _CONNECT_TIMEOUT: Final = 2.0  # seconds for a new connection, TLS and AUTH included
 _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goes again
 _MOVED_PAUSE: Final = 0.01  # seconds before a wait the cluster redirected is given up
+# a user's command that may wait on the server: closed, not drained, when cancelled
+_MAY_BLOCK: Final = frozenset(
+    ("BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP")
+)
+_MAY_BLOCK_TOO: Final = frozenset(("XREAD", "XREADGROUP", "WAIT", "WAITAOF"))
 
 
 @final
-class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
-    """The pooled connections of one queue, opened and closed by its backend."""
+class HiredisConnection(ConnectionBase):
+    """The pooled connections of one queue, opened and closed by its backend.
+
+    Args:
+        url: ``redis://host:port/db``.
+        keys: The queue's keys, passed to every script in the prelude's order.
+        head: Returns the shared head of arguments for each script call.
+        max_connections: Connections to each server at most.
+    """
 
     def __init__(
-        self, url: str, keys: RedisKeys, head: Callable[[], Sequence[str | bytes | float]]
+        self,
+        url: str,
+        keys: RedisKeys,
+        head: Callable[[], Sequence[str | bytes | float]],
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
+        require_parser()
         super().__init__(url, keys, head)
         self._parts = url_parts(url)
+        self._max_connections = max_connections
+        self._unblock_refused = False  # said once: a refused CLIENT UNBLOCK
         script_keys = self._key_list
         # EVALSHA, the script's digest and the queue's keys: the same in every call
         self._calls = {
@@ -88,9 +120,9 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
             ) from exc
         if wants_cluster(self._url):
             slot = hash_slot(self._keys.ready)
-            self._client = SlotPool(parts, tls, _CONNECT_TIMEOUT, slot)
+            self._client = SlotPool(parts, tls, _CONNECT_TIMEOUT, slot, self._max_connections)
         else:
-            self._client = RespPool(parts, tls, _CONNECT_TIMEOUT)
+            self._client = RespPool(parts, tls, _CONNECT_TIMEOUT, self._max_connections)
 
     async def close(self) -> None:
         """Close every connection."""
@@ -126,10 +158,27 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
             return BackendUnavailable(self.where, detail)
         return None
 
+    def _deadline(self, extra: float = 0.0) -> float:
+        """When a request starting now must have its reply.
+
+        The I/O timeout (plus *extra*, a server-side wait), or the caller's sooner
+        `io_deadline`.
+        """
+        return min(trio.current_time() + IO_TIMEOUT + extra, current_io_deadline())
+
+    def _no_reply(self, what: str, started: float, deadline: float) -> BackendUnavailable:
+        return BackendUnavailable(
+            self.where, f"no reply to {what} within {deadline - started:.3g} s"
+        )
+
     async def _reply(
-        self, *args: Arg, beside: RespStream | None = None, key: Arg | None = None
+        self,
+        *args: Arg,
+        beside: RespStream | None = None,
+        key: Arg | None = None,
+        blocking: bool = False,
     ) -> Any:
-        """One plain command's reply within the I/O timeout; an error reply as a value.
+        """One plain command's reply by the deadline; an error reply as a value.
 
         With *beside* (a lent connection), on the server that connection is to;
         with *key* (on a cluster), on the node serving that key's slot.
@@ -137,20 +186,19 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
         """
+        deadline = self._deadline()
+        client = self.client
         with self.reachable():
-            with trio.move_on_after(IO_TIMEOUT):
-                client = self.client
-                if beside is not None:
-                    reply = await client.execute_beside(beside, *args)
-                elif key is not None and isinstance(client, SlotPool):
-                    slot = hash_slot(key if isinstance(key, str | bytes) else repr(key))
-                    reply = await client.execute(*args, slot=slot)
-                else:
-                    reply = await client.execute(*args)
-                if isinstance(reply, ReplyError) and (meaning := self._meaning(reply)):
-                    raise meaning from reply
-                return reply
-            raise ConnectionLost(f"no reply to {_name(args[0])} within {IO_TIMEOUT:g} s")
+            if beside is not None:
+                reply = await client.execute_beside(beside, *args, deadline=deadline)
+            elif key is not None and isinstance(client, SlotPool):
+                slot = hash_slot(key if isinstance(key, str | bytes) else repr(key))
+                reply = await client.execute(*args, slot=slot, deadline=deadline, blocking=blocking)
+            else:
+                reply = await client.execute(*args, deadline=deadline, blocking=blocking)
+        if isinstance(reply, ReplyError) and (meaning := self._meaning(reply)):
+            raise meaning from reply
+        return reply
 
     async def _command(self, *args: Arg) -> Any:
         """One of the backend's own commands: its reply.
@@ -168,13 +216,16 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         """One command of the user's: its reply as RESP2 gives it.
 
         On a cluster it goes to the node of its first argument's slot: the key of
-        most commands (else the cluster's ``MOVED`` corrects it).
+        most commands (else the cluster's ``MOVED`` corrects it). Cancelled, it
+        leaves its connection to the pool, which reads off the reply it owes.
 
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
             BackendRefused: The server refused the command (its message).
         """
-        reply = await self._reply(*args, key=args[1] if len(args) > 1 else None)
+        blocking = _name(args[0]).upper() in _MAY_BLOCK | _MAY_BLOCK_TOO
+        key = args[1] if len(args) > 1 else None
+        reply = await self._reply(*args, key=key, blocking=blocking)
         if isinstance(reply, ReplyError):
             raise user_refusal(self.where, args, str(reply)) from reply
         return reply
@@ -187,12 +238,10 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         """The fields of many hashes, in one round trip (a pipeline)."""
         if not keys:
             return []
-        replies: list[Any] | None = None
         with self.reachable():
-            with trio.move_on_after(IO_TIMEOUT):
-                replies = await self.client.pipeline([("HGETALL", key) for key in keys])
-            if replies is None:
-                raise ConnectionLost(f"no reply to HGETALL within {IO_TIMEOUT:g} s")
+            replies = await self.client.pipeline(
+                [("HGETALL", key) for key in keys], deadline=self._deadline()
+            )
         for reply in replies:
             if isinstance(reply, ReplyError):
                 raise await self._refusal("HGETALL", reply) from reply
@@ -206,13 +255,34 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         """``EXISTS``: how many of *keys* exist."""
         return int(await self._command("EXISTS", *keys))
 
-    async def wait_replicas(self, count: int, server_wait: float) -> int:
-        """Not on this client: its pool may send ``WAIT`` on another connection than the writes.
+    async def blmove(self, source: str, destination: str, block: float) -> bytes | None:
+        """``BLMOVE source destination RIGHT LEFT block``, cancellable at once.
+
+        The wait holds a connection of its own. When the caller is cancelled, a
+        ``CLIENT UNBLOCK`` from another connection ends the wait on the server, and
+        an element that was moved before it landed is put back (the ``unmove``
+        script: the front of *source*, or first among the stored jobs when producers
+        filled the room it left), so a cancelled wait neither strands a job nor
+        overfills the queue.
 
         Raises:
-            ConfigurationError: Always (`RedisBackend` chooses valkey-glide for *wait_replicas*).
+            BackendUnavailable: Redis cannot be reached.
         """
-        raise ConfigurationError(WAIT_NEEDS_GLIDE)
+        command = ("BLMOVE", source, destination, "RIGHT", "LEFT", block)
+        reply = await self._blocking(command, block, undo="unmove")
+        assert reply is None or isinstance(reply, bytes)
+        return reply
+
+    async def wait_for_entries(self, streams: dict[str, str], block: float) -> None:
+        """Return once a stream of *streams* has an entry after its id, or after *block* seconds.
+
+        ``XREAD BLOCK``, which reads without taking: a cancelled wait changes nothing.
+
+        Raises:
+            BackendUnavailable: Redis cannot be reached.
+        """
+        command = ("XREAD", "BLOCK", max(1, round(block * 1000)), "COUNT", 1, "STREAMS")
+        await self._blocking((*command, *streams, *streams.values()), block)
 
     async def _blocking(
         self, command: tuple[Arg, ...], block: float, undo: str | None = None
@@ -220,27 +290,26 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         """Run the blocking *command* on a connection of its own, cancellable at once.
 
         When the caller is cancelled, a ``CLIENT UNBLOCK`` ends the wait on the
-        server, and a reply that came all the same is given to script *undo*.
+        server, and a reply that came all the same is given to script *undo*. The
+        cancellation is what the caller gets, whatever that clean-up meets.
         """
         with self.reachable():
-            async with self.client.connection() as stream:
+            async with self.client.connection(self._deadline()) as stream:
                 if stream.client_id is None:  # asked once per connection
                     reply = await stream.request("CLIENT", "ID")
                     if isinstance(reply, ReplyError):
                         raise self._meaning(reply) or await self._refusal("CLIENT ID", reply)
                     stream.client_id = int(reply)
                 client_id = stream.client_id
+                stream.blocking = True  # if the wait cannot be ended, closing ends it
                 await stream.send(encode(*command))
                 try:
                     with trio.move_on_after(block + IO_TIMEOUT) as waited:
                         reply = await stream.reply()
                     if waited.cancelled_caught:
-                        raise ConnectionLost(f"no reply to {_name(command[0])} within {block:g} s")
+                        raise NoReply(f"no reply to {_name(command[0])} within {block:g} s")
                 except trio.Cancelled:
-                    with trio.CancelScope(shield=True, deadline=trio.current_time() + IO_TIMEOUT):
-                        late = await self._unblocked(stream, client_id)
-                        if undo is not None and isinstance(late, bytes):
-                            await self.run(undo, late)
+                    await self._end_wait(stream, client_id, undo)
                     raise
         if isinstance(reply, ReplyError):
             client = self.client
@@ -257,14 +326,31 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
             return None
         return reply
 
+    async def _end_wait(self, stream: RespStream, client_id: int, undo: str | None) -> None:
+        """A cancelled wait: end it on the server, and undo what it did meanwhile.
+
+        Never raises: a failure is logged, and the connection, still owing the
+        wait's reply, goes to the pool, which reads it off or closes it.
+        """
+        try:
+            with trio.CancelScope(shield=True, deadline=self._deadline()):
+                late = await self._unblocked(stream, client_id)
+                if undo is not None and isinstance(late, bytes):
+                    await self.run(undo, late)
+        except Exception as exc:  # the caller's cancellation goes on all the same
+            logger.warning("a cancelled wait for jobs could not be ended cleanly: %s", exc)
+
     async def _unblocked(self, stream: RespStream, client_id: int) -> Any:
         """End the wait on *stream* with ``CLIENT UNBLOCK``; the reply it then gives.
 
         The wait may reach the server after the first UNBLOCK does (then that one
-        finds nothing to end), so UNBLOCK goes again until the reply comes.
+        finds nothing to end), so UNBLOCK goes again until the reply comes. When
+        the server refuses UNBLOCK, the wait ends by its own timeout.
         """
         while True:
             if await self.unblock(client_id, stream):
+                return await stream.reply()
+            if self._unblock_refused:
                 return await stream.reply()
             with trio.move_on_after(_UNBLOCK_AGAIN):  # a cancelled read loses no byte
                 return await stream.reply()
@@ -273,11 +359,18 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         """End the blocking wait of connection *client_id*; whether one was waiting.
 
         On a cluster, *beside* is the waiting connection: the command goes to its
-        node. A refusal (e.g. NOPERM) is logged: the wait then ends by its own timeout.
+        node. A refusal (e.g. NOPERM) is logged once: the wait then ends by its own
+        timeout.
         """
         reply = await self._reply("CLIENT", "UNBLOCK", client_id, "TIMEOUT", beside=beside)
         if isinstance(reply, ReplyError):
-            log_unblock_refused(reply)
+            if not self._unblock_refused:
+                self._unblock_refused = True
+                logger.warning(
+                    "could not end a wait for jobs at once (%s); give the Redis user "
+                    "+client|unblock (see the README's ACL)",
+                    reply,
+                )
             return False
         return bool(reply)
 
@@ -291,28 +384,69 @@ class HiredisConnection(ConnectionBase[RespPool | SlotPool]):
         ``EVALSHA``, and ``EVAL`` with the source when the server does not have it
         yet (a new server, a restart, ``SCRIPT FLUSH``). A checkpoint: cancelled
         before it sends the script, it raises `trio.Cancelled` and changes
-        nothing; once sent, it waits for the reply (at most the I/O timeout) so
-        that a cancellation never hides a change.
+        nothing; once sent, it waits for the reply (until the I/O timeout, or the
+        caller's sooner `io_deadline`) so that a cancellation never hides a change.
 
         Raises:
             BackendUnavailable: Redis cannot be reached, or did not reply in time
                 (then the script may or may not have run).
         """
+        reply, _ = await self._run(name, args, None)
+        return reply
+
+    async def run_replicated(
+        self, name: str, replicas: int, server_wait: float, *args: str | bytes | float
+    ) -> tuple[Any, int]:
+        """`run`, then ``WAIT replicas``: its reply, and how many replicas have its writes.
+
+        The script and the ``WAIT`` go together on one connection, which is what
+        ``WAIT`` counts: the writes made on its own connection.
+        """
+        wait = encode("WAIT", replicas, round(server_wait * 1000))
+        reply, reached = await self._run(name, args, (wait, server_wait))
+        return reply, reached
+
+    async def _run(
+        self, name: str, args: tuple[str | bytes | float, ...], wait: tuple[bytes, float] | None
+    ) -> tuple[Any, int]:
         await trio.lowlevel.checkpoint_if_cancelled()
         pool = self.client
         by_digest, by_source = self._calls[name]
         tail = (*self._head(), *args)
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + IO_TIMEOUT):
-            with self.reachable():
-                reply = await pool.send_encoded(by_digest.encode(*tail))
-                if isinstance(reply, ReplyError) and str(reply).startswith("NOSCRIPT"):
-                    reply = await pool.send_encoded(by_source.encode(*tail))
-            if not isinstance(reply, ReplyError):
-                return reply
-            raise self._meaning(reply) or await self._refusal(f"the {name} script", reply)
-        raise BackendUnavailable(  # the shield's deadline passed: the outcome is unknown
-            self.where, f"no reply to the {name} script within {IO_TIMEOUT}s"
-        )
+        started = trio.current_time()
+        deadline = self._deadline(wait[1] if wait else 0.0)
+        reached = 0
+        with trio.CancelScope(shield=True):
+            try:
+                with self.reachable():
+                    reply, reached = await self._send_script(pool, by_digest, tail, wait, deadline)
+                    if isinstance(reply, ReplyError) and str(reply).startswith("NOSCRIPT"):
+                        reply, reached = await self._send_script(
+                            pool, by_source, tail, wait, deadline
+                        )
+            except BackendUnavailable as exc:
+                if isinstance(
+                    exc.__cause__, NoReply
+                ):  # the deadline passed: the outcome is unknown
+                    raise self._no_reply(f"the {name} script", started, deadline) from exc
+                raise
+        if not isinstance(reply, ReplyError):
+            return reply, reached
+        raise self._meaning(reply) or await self._refusal(f"the {name} script", reply)
+
+    @staticmethod
+    async def _send_script(
+        pool: RespPool | SlotPool,
+        call: Prefix,
+        tail: tuple[Arg, ...],
+        wait: tuple[bytes, float] | None,
+        deadline: float,
+    ) -> tuple[Any, int]:
+        """One script call (and its ``WAIT``, on the same connection): the replies."""
+        if wait is None:
+            return await pool.send_encoded(call.encode(*tail), deadline=deadline), 0
+        reply, reached = await pool.pipeline([call.encode(*tail), wait[0]], deadline=deadline)
+        return reply, int(reached) if isinstance(reached, int) else 0
 
 
 def _pairs(reply: list[bytes]) -> dict[bytes, bytes]:

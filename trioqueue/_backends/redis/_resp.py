@@ -1,36 +1,83 @@
 """Redis's wire protocol on Trio's own sockets, replies parsed by hiredis.
 
-A `RespPool` keeps idle connections to one server and lends one to each request:
-the command goes out in one ``send_all``, and the reply is read back on the same
+A `RespPool` keeps connections to one server and lends one to each request: the
+command goes out in one ``send_all``, and the reply is read back on the same
 connection, parsed by hiredis (the C parser redis-py uses). No thread and no
-task sits between a request and its reply, which makes a round trip less than
-half of what it costs through valkey-glide or coredis on Trio
-(docs/benchmarks.md, "The Redis client").
+task sits between a request and its reply.
 
-A connection goes back to the pool only when its request ended with a reply. One
-whose request failed, timed out or was cancelled half-way is closed: what it
-still owes would be taken for the next request's reply. When one fails on a
-broken stream, the idle ones are closed too: they most likely date from before
-the same restart.
+What a cancelled or timed-out request leaves behind is handled off the caller's
+path. Its connection still owes the replies to what was sent, so it is not lent
+again: a task of the pool's own reads those replies off and drops them, within
+`DRAIN_TIMEOUT`, and only then lends the connection again (a cancellation storm
+costs no new connections). A connection whose command was cut off half-sent, or
+whose owed replies do not come in time, is closed. When one fails on a broken
+stream, the idle ones are closed too: they most likely date from before the same
+restart.
+
+The pool is bounded: at most ``max_connections`` are open or being drained, and
+requests beyond that wait in order (a Trio semaphore is first come, first
+served) until their deadline, then fail saying so. Idle connections carry TCP
+keepalive, are closed after `IDLE_LIMIT` seconds unused, and one idle for more
+than a second is checked before it is lent (a server's ``timeout`` closing it
+shows as readable end-of-file; over TLS, where the server may send a session
+ticket at any time, only the idle limit and keepalive apply).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
+import os
+import select
+import socket
 from typing import TYPE_CHECKING, Any, Final, final
 
-import hiredis
 import trio
+
+try:
+    import hiredis
+except ImportError:  # the redis extra is not installed: `require_parser` says so
+    hiredis = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-    from ._probe import UrlParts
+    from ._url_parts import UrlParts
 
-__all__ = ["Arg", "ConnectionLost", "Prefix", "ReplyError", "RespPool", "RespStream", "encode"]
+__all__ = [
+    "DRAIN_TIMEOUT",
+    "IDLE_LIMIT",
+    "MAX_CONNECTIONS",
+    "Arg",
+    "ConnectionLost",
+    "NoReply",
+    "Prefix",
+    "ReplyError",
+    "RespPool",
+    "RespStream",
+    "encode",
+    "require_parser",
+]
+
+INSTALL: Final = "pip install 'trioqueue[redis]' (in a checkout: pip install '.[redis]')"
 
 _READ: Final = 65_536  # bytes asked of the socket per read
+
+MAX_CONNECTIONS: Final = 64
+"""Connections a pool keeps to one server at most, lent, idle or being drained."""
+
+DRAIN_TIMEOUT: Final = 5.0
+"""Seconds the pool waits for the replies a cancelled request's connection owes."""
+
+IDLE_LIMIT: Final = 30.0
+"""Seconds an idle connection is kept; older ones are closed when next seen."""
+
+_CHECK_AFTER: Final = 1.0  # seconds idle after which a connection is checked before lending
+_KEEPALIVE: Final = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
+CLIENT_NAME: Final = f"trioqueue-{os.getpid()}"
+"""The name each connection gives itself (``CLIENT SETNAME``), as ``CLIENT LIST`` shows it."""
 
 
 class ReplyError(Exception):
@@ -39,6 +86,10 @@ class ReplyError(Exception):
 
 class ConnectionLost(Exception):
     """The connection broke, closed, or could not be made; the text says how."""
+
+
+class NoReply(ConnectionLost):
+    """No reply came by the request's deadline; the command may or may not have run."""
 
 
 Arg = str | bytes | int | float
@@ -52,6 +103,18 @@ def _bulk(value: Arg) -> bytes:
     else:
         raw = repr(value).encode()
     return b"$%d\r\n%b\r\n" % (len(raw), raw)
+
+
+def require_parser() -> None:
+    """Check that hiredis, the reply parser, is installed.
+
+    Raises:
+        ImportError: It is not; the message says what to install.
+    """
+    if hiredis is None:
+        raise ImportError(
+            f"trioqueue.RedisBackend needs hiredis, the Redis reply parser: {INSTALL}"
+        )
 
 
 def encode(*args: Arg) -> bytes:
@@ -73,31 +136,74 @@ class Prefix:
         return head + self._encoded + b"".join([_bulk(arg) for arg in args])
 
 
+def _raw_socket(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
+    """The socket of a plain TCP or Unix stream; None over TLS."""
+    return stream.socket if isinstance(stream, trio.SocketStream) else None
+
+
 @final
 class RespStream:
-    """One connection: requests go out whole, replies come back in order."""
+    """One connection: requests go out whole, replies come back in order.
+
+    It counts what it owes: the replies to commands sent and not yet read. A
+    send cut off half-way leaves it `unsound` (the server may hold half a command).
+    """
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
+        require_parser()
         self._reader = hiredis.Reader(replyError=ReplyError)
+        self._socket = _raw_socket(stream)
+        # written to directly where a socket's descriptor takes os.write (not Windows)
+        self._fd = (
+            self._socket.fileno() if self._socket is not None and os.name == "posix" else None
+        )
         self.client_id: int | None = None
         """The server's id of this connection (``CLIENT ID``), once asked."""
-        self.broken = False
-        """Whether the server said it closes the connection (a protocol error)."""
+        self.owed = 0
+        """Replies to commands sent that are not read yet."""
+        self.unsound = False
+        """Whether it can never be lent again: a send cut off, or the server said it closes."""
+        self.idle_since = 0.0
+        """When it was last given back (Trio's clock)."""
+        self.blocking = False
+        """Whether the request it is lent for may block on the server (``BLPOP``, ...):
+        cancelled, it is closed, which ends the wait, rather than drained, which
+        would let the wait take what arrives later for nobody."""
 
-    async def send(self, data: bytes) -> None:
-        """Write *data* whole.
+    async def send(self, data: bytes, replies: int = 1) -> None:
+        """Write *data* whole: commands owing *replies* replies.
+
+        On a plain socket with room for it (the usual case) the write is one system
+        call and no yield to the scheduler: the reply's wait is the request's one
+        checkpoint after this call's check for a cancellation.
 
         Raises:
             ConnectionLost: The stream is broken.
         """
+        # a cancellation that comes before the first byte leaves the stream sound: the
+        # check and the write have no yield between them (Trio delivers a cancellation
+        # only at a checkpoint); the stream is unsound only while the write is under way
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.unsound = True  # until the whole command is out: half of one poisons the stream
         try:
-            await self._stream.send_all(data)
+            if self._fd is not None:
+                try:
+                    sent = os.write(self._fd, data)
+                except BlockingIOError:
+                    sent = 0
+                data = data[sent:]
+            if data:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise ConnectionLost(str(exc) or type(exc).__name__) from exc
+        self.unsound = False
+        self.owed += replies
 
     async def reply(self) -> Any:
         """The next reply; an error reply is returned as a `ReplyError`, not raised.
+
+        A cancelled read loses no byte: the parser keeps what came.
 
         Raises:
             ConnectionLost: The stream broke or closed before the reply was whole.
@@ -111,8 +217,9 @@ class RespStream:
             if not data:
                 raise ConnectionLost("the server closed the connection")
             reader.feed(bytes(data))
+        self.owed -= 1
         if isinstance(reply, ReplyError) and str(reply).startswith("ERR Protocol error"):
-            self.broken = True  # the server closes the connection after saying so
+            self.unsound = True  # the server closes the connection after saying so
         return reply
 
     async def request(self, *args: Arg) -> Any:
@@ -124,54 +231,116 @@ class RespStream:
         await self.send(command)
         return await self.reply()
 
+    def looks_closed(self) -> bool:
+        """Whether an idle plain connection has something to read: the server closed it.
+
+        An idle connection owes nothing, so any byte (or end-of-file) waiting on it
+        means it is not fit to lend. One system call; over TLS, always False.
+        """
+        if self._socket is None:
+            return False
+        try:
+            readable, _, _ = select.select([self._socket.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
     async def aclose(self) -> None:
         """Close the connection at once."""
         await trio.aclose_forcefully(self._stream)
 
 
-async def _connect(parts: UrlParts, tls: ssl.SSLContext | None) -> trio.abc.Stream:
+def _keepalive(stream: trio.SocketStream) -> None:
+    """TCP keepalive, so that a connection a network dropped silently is found out."""
+    stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in _KEEPALIVE:
+        option = getattr(socket, name, None)
+        if option is not None:  # Linux names them all; macOS has TCP_KEEPINTVL and CNT
+            with contextlib.suppress(OSError):
+                stream.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+async def _connect(
+    parts: UrlParts, tls: ssl.SSLContext | None, tls_host: str | None
+) -> trio.abc.Stream:
     if parts.socket_path is not None:
         return await trio.open_unix_socket(parts.socket_path)
-    stream: trio.abc.Stream = await trio.open_tcp_stream(parts.host, parts.port)
-    if tls is not None:
-        secure = trio.SSLStream(stream, tls, server_hostname=parts.host)
-        try:
-            await secure.do_handshake()
-        except BaseException:
-            await trio.aclose_forcefully(stream)
-            raise
-        stream = secure
-    return stream
+    plain = await trio.open_tcp_stream(parts.host, parts.port)
+    _keepalive(plain)
+    if tls is None:
+        return plain
+    secure = trio.SSLStream(plain, tls, server_hostname=tls_host or parts.host)
+    try:
+        await secure.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(plain)
+        raise
+    return secure
 
 
-async def open_stream(parts: UrlParts, tls: ssl.SSLContext | None) -> RespStream:
+def _handshake(parts: UrlParts) -> list[tuple[Arg, ...]]:
+    """What a new connection sends first, in one write: AUTH, SELECT, CLIENT SETNAME."""
+    commands: list[tuple[Arg, ...]] = []
+    if parts.password is not None:
+        commands.append(("AUTH", *([parts.username] if parts.username else []), parts.password))
+    if parts.db:
+        commands.append(("SELECT", parts.db))
+    commands.append(("CLIENT", "SETNAME", CLIENT_NAME))
+    return commands
+
+
+async def open_stream(
+    parts: UrlParts, tls: ssl.SSLContext | None, tls_host: str | None = None
+) -> RespStream:
     """A connection to the server *parts* name, authenticated, its database selected.
+
+    AUTH, SELECT and CLIENT SETNAME go in one write (one round trip). A refused
+    name (an ACL without ``client|setname``) is no reason to fail. Over TLS the
+    certificate is checked against *tls_host* when given, else the URL's host.
 
     Raises:
         ConnectionLost: It could not be made (refused, unreachable, TLS failed).
         ReplyError: The server refused ``AUTH`` or ``SELECT``.
     """
     try:
-        raw = await _connect(parts, tls)
+        raw = await _connect(parts, tls, tls_host)
     except (OSError, trio.BrokenResourceError) as exc:  # ssl.SSLError is an OSError
         raise ConnectionLost(str(exc) or type(exc).__name__) from exc
     stream = RespStream(raw)
     try:
-        if parts.password is not None:
-            words = [*([parts.username] if parts.username else []), parts.password]
-            await _expect_ok(stream, "AUTH", *words)
-        if parts.db:
-            await _expect_ok(stream, "SELECT", parts.db)
+        commands = _handshake(parts)
+        await stream.send(b"".join(encode(*command) for command in commands), len(commands))
+        replies = [await stream.reply() for _ in commands]
+        for command, reply in zip(commands, replies, strict=True):
+            if isinstance(reply, ReplyError) and command[0] != "CLIENT":
+                raise reply
     except BaseException:
         await stream.aclose()
         raise
     return stream
 
 
-async def _expect_ok(stream: RespStream, *command: Arg) -> None:
-    reply = await stream.request(*command)
-    if isinstance(reply, ReplyError):
-        raise reply
+def _first_cancelled(group: BaseExceptionGroup[BaseException]) -> trio.Cancelled | None:
+    """The `trio.Cancelled` of a group that holds nothing else: raised bare, as Trio's calls do."""
+    cancelled, rest = group.split(trio.Cancelled)
+    if rest is not None or cancelled is None:
+        return None
+    leaf: BaseException = cancelled
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, trio.Cancelled)
+    return leaf
+
+
+@final
+class _Opening:
+    """A connection being made: its result, and whether its caller is still waiting."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.stream: RespStream | None = None
+        self.error: Exception | None = None
+        self.abandoned = False
 
 
 @final
@@ -182,79 +351,292 @@ class RespPool:
         parts: The server's address, credentials and database.
         tls: The TLS context for ``rediss://``; None for plain TCP or a Unix socket.
         connect_timeout: Seconds a new connection may take, handshake included.
+        max_connections: Connections open at once at most (lent, idle or draining).
+        tls_host: The name the server's certificate is checked against; None for
+            the host of *parts*.
     """
 
-    def __init__(self, parts: UrlParts, tls: ssl.SSLContext | None, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        parts: UrlParts,
+        tls: ssl.SSLContext | None,
+        connect_timeout: float,
+        max_connections: int = MAX_CONNECTIONS,
+        tls_host: str | None = None,
+    ) -> None:
         self._parts = parts
         self._tls = tls
+        self._tls_host = tls_host
         self._connect_timeout = connect_timeout
-        self._idle: list[RespStream] = []
+        self.max_connections = max_connections
+        self._room = trio.Semaphore(max_connections)  # first come, first served
+        self._idle: collections.deque[RespStream] = collections.deque()
+        self._background: set[trio.CancelScope] = set()  # drains and connects under way
         self._closed = False
+        self.opened = 0
+        """Connections made so far (for tests and statistics)."""
+        self.drained = 0
+        """Connections a cancelled request left owing replies that were lent again."""
 
-    async def _open(self) -> RespStream:
-        with trio.move_on_after(self._connect_timeout):
-            return await open_stream(self._parts, self._tls)
-        raise ConnectionLost(f"no connection within {self._connect_timeout:g} s")
+    @property
+    def where(self) -> str:
+        """The server's address, for messages."""
+        parts = self._parts
+        return parts.socket_path or f"{parts.host}:{parts.port}"
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now (or being made): lent, idle or being drained.
+
+        Each one but the idle holds a room; an idle one is taken before a room's
+        holder makes a new one, so this never exceeds `max_connections`.
+        """
+        return self.max_connections - self._room.value + len(self._idle)
+
+    async def _open(self, deadline: float) -> RespStream:
+        """A new connection, made in a task of the pool's own; the caller holds a room.
+
+        A caller cancelled or out of time while it is made leaves it (and the room)
+        to that task, which makes it idle when it is ready: a storm of short
+        deadlines does not open one connection after another only to drop each
+        half-made.
+        """
+        opening = _Opening()
+        self._start(self._make, opening, "trioqueue.redis connect")
+        try:
+            with trio.move_on_at(deadline):
+                await opening.done.wait()
+        except BaseException:
+            self._leave(opening)
+            raise
+        if not opening.done.is_set():
+            self._leave(opening)
+            raise NoReply(f"no connection to {self.where} by the request's deadline")
+        if opening.error is not None:
+            self._room.release()
+            raise opening.error
+        assert opening.stream is not None
+        return opening.stream
+
+    def _leave(self, opening: _Opening) -> None:
+        """The caller waiting for *opening* is gone: the connection goes idle when made."""
+        opening.abandoned = True
+        if opening.done.is_set():  # made (or failed) just as the caller left
+            self._adopt(opening)
+
+    def _adopt(self, opening: _Opening) -> None:
+        if opening.stream is not None and not self._closed:
+            opening.stream.idle_since = trio.current_time()
+            self._idle.append(opening.stream)
+        elif opening.stream is not None:
+            self._start(self._aclose_stream, opening.stream, "trioqueue.redis close")
+            return  # that task frees the room
+        self._room.release()
+
+    async def _aclose_stream(self, stream: RespStream, scope: trio.CancelScope) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+        finally:
+            self._background.discard(scope)
+            self._room.release()
+
+    async def _make(self, opening: _Opening, scope: trio.CancelScope) -> None:
+        """Make *opening*'s connection within the connect timeout (a system task: never raises)."""
+        try:
+            with scope:
+                scope.deadline = trio.current_time() + self._connect_timeout
+                try:
+                    opening.stream = await open_stream(self._parts, self._tls, self._tls_host)
+                except BaseExceptionGroup as group:  # open_tcp_stream's nursery, cancelled
+                    raise _first_cancelled(group) or group from None
+                self.opened += 1
+            if opening.stream is None:
+                opening.error = NoReply(
+                    f"no connection to {self.where} within {self._connect_timeout:g} s"
+                )
+        except (ConnectionLost, ReplyError) as exc:
+            opening.error = exc
+        except Exception as exc:  # a system task must not raise: the caller gets it
+            opening.error = ConnectionLost(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._background.discard(scope)
+            opening.done.set()
+            if opening.abandoned:
+                self._adopt(opening)
+
+    def _start(
+        self, task: Callable[[Any, trio.CancelScope], Awaitable[None]], arg: Any, name: str
+    ) -> None:
+        """Run *task* (arg, its scope) in a system task that `aclose` cancels."""
+        scope = trio.CancelScope()
+        self._background.add(scope)
+        trio.lowlevel.spawn_system_task(task, arg, scope, name=name)
+
+    async def _take_idle(self) -> RespStream | None:
+        """The most recently used sound idle connection; the stale ones closed."""
+        now = trio.current_time()
+        while self._idle and now - self._idle[0].idle_since > IDLE_LIMIT:
+            await self._close(self._idle.popleft())
+        while self._idle:
+            stream = self._idle.pop()
+            if now - stream.idle_since <= _CHECK_AFTER or not stream.looks_closed():
+                return stream
+            await self._close(stream)
+        return None
+
+    async def _close(self, stream: RespStream) -> None:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
 
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[RespStream]:
-        """Lend a connection for the block; it goes back only if the block ends normally.
+    async def connection(self, deadline: float = math.inf) -> AsyncIterator[RespStream]:
+        """Lend a connection for the block (see the module for what happens after).
+
+        Waits for room until *deadline* (Trio's clock) when every connection is lent.
 
         Raises:
-            ConnectionLost: No connection could be made, or the pool is closed.
+            ConnectionLost: No connection could be made, the pool is closed, or
+                (`NoReply`) none became free by *deadline*.
             ReplyError: The server refused the handshake.
         """
         if self._closed:
             raise ConnectionLost("the connection pool is closed")
-        stream = self._idle.pop() if self._idle else await self._open()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:  # free room: no yield (the request's wait for its reply is its checkpoint)
+            self._room.acquire_nowait()
+        except trio.WouldBlock:
+            with trio.move_on_at(deadline) as waited:
+                await self._room.acquire()  # in order: a Trio semaphore hands room over FIFO
+            if waited.cancelled_caught:
+                raise NoReply(
+                    f"all {self.max_connections} connections to {self.where} stayed busy until "
+                    "the deadline: run fewer commands at once, or give RedisBackend a larger "
+                    "max_connections"
+                ) from None
+        try:
+            stream = await self._take_idle()
+        except BaseException:
+            self._room.release()
+            raise
+        if stream is None:
+            stream = await self._open(deadline)  # frees the room itself if it fails
+        stream.blocking = False
         try:
             yield stream
-        except ConnectionLost:
-            await self._discard(stream, everything=True)
+        except ConnectionLost as exc:
+            if isinstance(exc, NoReply):
+                self._settle(stream)
+            else:
+                await self._close_all(stream)
             raise
         except BaseException:
-            await self._discard(stream)
+            self._settle(stream)
             raise
-        if self._closed or stream.broken:
-            await stream.aclose()
-        else:
-            self._idle.append(stream)
+        self._give_back(stream)
 
-    async def _discard(self, stream: RespStream, *, everything: bool = False) -> None:
+    def _give_back(self, stream: RespStream) -> None:
+        """Make *stream* idle again, or close it, and free its room."""
+        if self._closed or stream.unsound or stream.owed:
+            self._start_drain(stream)
+            return
+        stream.idle_since = trio.current_time()
+        self._idle.append(stream)
+        self._room.release()
+
+    def _settle(self, stream: RespStream) -> None:
+        """After a request that did not end normally: drain *stream* off the caller's path."""
+        if stream.owed == 0 and not stream.unsound and not self._closed:
+            self._give_back(stream)  # cancelled before it sent, or after the whole reply
+        elif stream.blocking:  # closing it ends the wait on the server
+            stream.unsound = True
+            self._start_drain(stream)
+        else:
+            self._start_drain(stream)
+
+    def _start_drain(self, stream: RespStream) -> None:
+        self._start(self._drain, stream, "trioqueue.redis drain")
+
+    async def _drain(self, stream: RespStream, scope: trio.CancelScope) -> None:
+        """Read off and drop what *stream* owes, then lend it again; close it if that fails.
+
+        A Trio system task: it must not raise, and it frees the stream's room whatever happens.
+        """
+        sound = False
+        try:
+            with scope:
+                scope.deadline = trio.current_time() + DRAIN_TIMEOUT
+                while stream.owed > 0 and not stream.unsound and not self._closed:
+                    await stream.reply()
+                sound = not (stream.unsound or self._closed or stream.owed)
+        except Exception:  # a lost connection: closed below
+            sound = False
+        finally:
+            self._background.discard(scope)
+            if sound:
+                self.drained += 1
+                stream.idle_since = trio.current_time()
+                self._idle.append(stream)
+            else:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+            self._room.release()
+
+    async def _close_all(self, stream: RespStream) -> None:
+        """*stream* broke: close it, and the idle ones (from before the same restart, likely)."""
         with trio.CancelScope(shield=True):
             await stream.aclose()
-            if everything:
-                idle, self._idle = self._idle, []
-                for other in idle:
-                    await other.aclose()
+            idle, self._idle = self._idle, collections.deque()
+            for other in idle:
+                await other.aclose()
+        self._room.release()
 
-    async def execute(self, *args: Arg) -> Any:
-        """One command's reply; an error reply is returned as a `ReplyError`, not raised.
+    async def send_encoded(
+        self, command: bytes, deadline: float = math.inf, *, blocking: bool = False
+    ) -> Any:
+        """One encoded command's reply (`encode`, `Prefix`); an error reply returned.
+
+        *blocking*: the command may block on the server (see `RespStream.blocking`).
 
         Raises:
-            ConnectionLost: The connection failed before the reply came.
+            ConnectionLost: The connection failed before the reply came; `NoReply`
+                when nothing came by *deadline*.
         """
-        return await self.send_encoded(encode(*args))
+        started = trio.current_time()
+        async with self.connection(deadline) as stream:
+            stream.blocking = blocking
+            with trio.move_on_at(deadline):
+                return await stream.round_trip(command)
+            raise NoReply(f"no reply from {self.where} within {deadline - started:.3g} s")
 
-    async def send_encoded(self, command: bytes) -> Any:
-        """`execute` for a command encoded already (`encode`, `Prefix`)."""
-        async with self.connection() as stream:
-            return await stream.round_trip(command)
+    async def execute(self, *args: Arg, deadline: float = math.inf, blocking: bool = False) -> Any:
+        """One command's reply; an error reply is returned as a `ReplyError`, not raised."""
+        return await self.send_encoded(encode(*args), deadline, blocking=blocking)
 
-    async def execute_beside(self, stream: RespStream, *args: Arg) -> Any:
+    async def execute_beside(
+        self, stream: RespStream, *args: Arg, deadline: float = math.inf
+    ) -> Any:
         """`execute` on the server of the lent connection *stream*: this pool's one server."""
         del stream
-        return await self.execute(*args)
+        return await self.execute(*args, deadline=deadline)
 
-    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """The replies of *commands*, sent together on one connection (errors as values)."""
-        async with self.connection() as stream:
-            await stream.send(b"".join(encode(*command) for command in commands))
-            return [await stream.reply() for _ in commands]
+    async def pipeline(
+        self, commands: Sequence[Sequence[Arg] | bytes], deadline: float = math.inf
+    ) -> list[Any]:
+        """The replies of *commands* (argument lists, or encoded already), sent together."""
+        data = b"".join(c if isinstance(c, bytes) else encode(*c) for c in commands)
+        started = trio.current_time()
+        async with self.connection(deadline) as stream:
+            with trio.move_on_at(deadline):
+                await stream.send(data, len(commands))
+                return [await stream.reply() for _ in commands]
+            raise NoReply(f"no reply from {self.where} within {deadline - started:.3g} s")
 
     async def aclose(self) -> None:
-        """Close every idle connection; lent ones close when given back."""
+        """Close every idle connection and stop the drains; lent ones close when given back."""
         self._closed = True
-        idle, self._idle = self._idle, []
+        for scope in list(self._background):
+            scope.cancel()
+        idle, self._idle = self._idle, collections.deque()
         for stream in idle:
             await stream.aclose()

@@ -17,32 +17,42 @@ cluster answers:
   command on that slot goes straight to its node.
 - A node that cannot be reached: the request fails (`ConnectionLost`, an outage
   the pool waits out) and the next one asks the cluster again who serves the
-  slot (``CLUSTER SLOTS``, from any node known), so it reaches the promoted
-  replica as soon as the cluster names it.
+  slot (``CLUSTER SLOTS``), so it reaches the promoted replica as soon as the
+  cluster names it. The nodes are asked one after another within the request's
+  deadline, the node that just failed last; a node that answers with an error
+  (``LOADING``, ``NOAUTH``) is passed over for the next. The pools of nodes the
+  cluster no longer names are closed.
+- Over TLS, a node's certificate is checked against the name the cluster gives
+  it (``cluster-announce-hostname``), or, when it announces only an address,
+  against the host name of the URL: the certificate must name that host (or,
+  for an address in the URL, that address).
 
 A command answered ``MOVED``, ``ASK`` or ``TRYAGAIN`` did not run, which makes
 sending it again safe; nothing else is sent again. The waits are ours: a
 cluster client that waits a fixed 1.28 s before resending after ``TRYAGAIN``
-(valkey-glide) stops a queue that long on every slot move (docs/redis-cluster.md).
+(as valkey-glide's does) stops a queue that long on every slot move
+(docs/redis-cluster.md).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import ipaddress
+import math
 import re
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import attrs
 import trio
 
-from ._resp import Arg, ConnectionLost, ReplyError, RespPool, RespStream, encode
+from ._resp import MAX_CONNECTIONS, Arg, ConnectionLost, ReplyError, RespPool, RespStream, encode
 
 if TYPE_CHECKING:
     import ssl
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from ._probe import UrlParts
+    from ._url_parts import UrlParts
 
 __all__ = ["TRYAGAIN_FOR", "Node", "SlotPool", "slot_master"]
 
@@ -62,11 +72,27 @@ _REDIRECT: Final = re.compile(r"(?P<kind>MOVED|ASK) (?P<slot>\d+) (?P<host>\S*):
 class _Pool(Protocol):
     """What a `SlotPool` needs of the pool of one node (a `RespPool`)."""
 
-    def connection(self) -> contextlib.AbstractAsyncContextManager[RespStream]: ...
+    def connection(
+        self, deadline: float = math.inf
+    ) -> contextlib.AbstractAsyncContextManager[RespStream]: ...
 
-    async def send_encoded(self, command: bytes) -> Any: ...
+    async def send_encoded(
+        self, command: bytes, deadline: float = math.inf, *, blocking: bool = False
+    ) -> Any: ...
+
+    async def pipeline(
+        self, commands: Sequence[Sequence[Arg] | bytes], deadline: float = math.inf
+    ) -> list[Any]: ...
 
     async def aclose(self) -> None: ...
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def slot_master(reply: Sequence[Any], slot: int, asked: Node) -> tuple[Node | None, list[Node]]:
@@ -97,6 +123,7 @@ class SlotPool:
         tls: The TLS context for ``rediss://``; None for plain TCP.
         connect_timeout: Seconds a new connection may take, handshake included.
         slot: The slot the queue's keys hash to.
+        max_connections: Connections to each node at most.
         open_pool: Makes the pool of one node (a test gives its own).
     """
 
@@ -106,12 +133,15 @@ class SlotPool:
         tls: ssl.SSLContext | None,
         connect_timeout: float,
         slot: int,
-        open_pool: Callable[[UrlParts, ssl.SSLContext | None, float], _Pool] = RespPool,
+        max_connections: int = MAX_CONNECTIONS,
+        open_pool: Callable[..., _Pool] = RespPool,
     ) -> None:
         self._parts = parts
         self._tls = tls
         self._connect_timeout = connect_timeout
+        self._max_connections = max_connections
         self._open_pool = open_pool
+        self._failed: Node | None = None  # the node that failed last: asked last
         self.slot = slot
         self._seeds: list[Node] = list(parts.nodes) or [(parts.host, parts.port)]
         self._known: list[Node] = []  # as the cluster last named them, the one that did first
@@ -128,47 +158,85 @@ class SlotPool:
         pool = self._pools.get(node)
         if pool is None:
             parts = attrs.evolve(self._parts, host=node[0], port=node[1])
-            pool = self._pools[node] = self._open_pool(parts, self._tls, self._connect_timeout)
+            # the certificate names hosts: check it against the node's announced name,
+            # or the URL's host when the cluster gives only an address
+            tls_host = self._parts.host if _is_address(node[0]) else node[0]
+            pool = self._pools[node] = self._open_pool(
+                parts, self._tls, self._connect_timeout, self._max_connections, tls_host
+            )
         return pool
 
-    async def master(self) -> Node:
-        """The node serving the slot, asked of the cluster when not known.
+    async def master(self, deadline: float = math.inf) -> Node:
+        """The node serving the slot, asked of the cluster (by *deadline*) when not known.
 
         Raises:
             ConnectionLost: No node known answered.
-            ReplyError: A node refused the credentials (or ``CLUSTER SLOTS``).
+            ReplyError: Every node that answered refused (the credentials, or
+                ``CLUSTER SLOTS``); the first refusal.
         """
         if self._closed:
             raise ConnectionLost("the connection pool is closed")
+        if self._master is not None:  # known: no lock, no yield (the request checkpoints)
+            return self._master
         async with self._finding:  # one request asks; those waiting behind it take its answer
             if self._master is None:
-                self._master = await self._find_master()
+                self._master = await self._find_master(deadline)
             return self._master
 
-    async def _find_master(self) -> Node:
+    def _candidates(self) -> list[Node]:
+        """The nodes to ask, the one that failed last at the end."""
+        nodes = list(dict.fromkeys([*self._known, *self._seeds]))
+        if self._failed in nodes:
+            nodes.remove(self._failed)
+            nodes.append(self._failed)
+        return nodes
+
+    async def _find_master(self, deadline: float) -> Node:
         failures: list[str] = []
-        for node in dict.fromkeys([*self._known, *self._seeds]):
+        refused: ReplyError | None = None
+        for node in self._candidates():
+            if trio.current_time() >= deadline:
+                failures.append("out of time")
+                break
             try:
-                reply = await self._pool(node).send_encoded(encode("CLUSTER", "SLOTS"))
+                reply = await self._pool(node).send_encoded(encode("CLUSTER", "SLOTS"), deadline)
             except ConnectionLost as exc:
                 failures.append(f"{node[0]}:{node[1]}: {exc}")
                 continue
-            if isinstance(reply, ReplyError):
-                raise reply
+            if isinstance(reply, ReplyError):  # LOADING, NOAUTH, ...: the next may answer
+                refused = refused or reply
+                failures.append(f"{node[0]}:{node[1]}: {reply}")
+                continue
             master, named = slot_master(reply, self.slot, node)
             self._known = [node, *(other for other in named if other != node)]
+            await self._prune({*named, *self._seeds})
             if master is not None:
                 return master
             failures.append(f"{node[0]}:{node[1]} says no node serves slot {self.slot}")
+        if refused is not None:
+            raise refused
         raise ConnectionLost("no node of the cluster answered (" + "; ".join(failures) + ")")
+
+    async def _prune(self, named: set[Node]) -> None:
+        """Close the pools of nodes the cluster no longer names."""
+        for node in [node for node in self._pools if node not in named]:
+            await self._pools.pop(node).aclose()
 
     def _lost(self, node: Node) -> None:
         """*node* failed: if it served the slot, the next request asks who does."""
+        self._failed = node
         if self._master == node:
             self._master = None
         self._owners = {slot: owner for slot, owner in self._owners.items() if owner != node}
 
-    async def send_encoded(self, command: bytes, slot: int | None = None) -> Any:
+    async def send_encoded(
+        self,
+        command: bytes,
+        slot: int | None = None,
+        deadline: float = math.inf,
+        *,
+        blocking: bool = False,
+    ) -> Any:
         """One encoded command's reply, sent where the slot is served (see the module).
 
         *slot*: that of the command's key, when it may be another than the queue's.
@@ -178,18 +246,21 @@ class SlotPool:
                 connection failed before the reply came.
         """
         node = self._owners.get(slot) if slot is not None else None
-        node, asking = node or await self.master(), False
+        node, asking = node or await self.master(deadline), False
         hops = 0
         pause, give_up = _FIRST_PAUSE, trio.current_time() + TRYAGAIN_FOR
         while True:
             try:
                 if asking:
-                    async with self._pool(node).connection() as stream:
-                        await stream.send(_ASKING + command)
+                    async with self._pool(node).connection(deadline) as stream:
+                        stream.blocking = blocking
+                        await stream.send(_ASKING + command, 2)
                         await stream.reply()  # +OK
                         reply = await stream.reply()
                 else:
-                    reply = await self._pool(node).send_encoded(command)
+                    reply = await self._pool(node).send_encoded(
+                        command, deadline, blocking=blocking
+                    )
             except ConnectionLost:
                 self._lost(node)
                 raise
@@ -214,7 +285,13 @@ class SlotPool:
                 self._owners[int(found["slot"])] = target
             node = target
 
-    async def execute(self, *args: Arg, slot: int | None = None) -> Any:
+    async def execute(
+        self,
+        *args: Arg,
+        slot: int | None = None,
+        deadline: float = math.inf,
+        blocking: bool = False,
+    ) -> Any:
         """One command's reply; an error reply is returned as a `ReplyError`, not raised.
 
         *slot*: as for `send_encoded`.
@@ -222,28 +299,39 @@ class SlotPool:
         Raises:
             ConnectionLost: The connection failed before the reply came.
         """
-        return await self.send_encoded(encode(*args), slot)
+        return await self.send_encoded(encode(*args), slot, deadline, blocking=blocking)
 
-    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """The replies of *commands*, sent together to the slot's master (errors as values).
+    async def pipeline(
+        self, commands: Sequence[Sequence[Arg] | bytes], deadline: float = math.inf
+    ) -> list[Any]:
+        """The replies of *commands* (argument lists, or encoded), sent together to the master.
 
-        A command answered ``MOVED``, ``ASK`` or ``TRYAGAIN`` is sent again alone.
+        Error replies are values. From the first command answered ``MOVED``,
+        ``ASK`` or ``TRYAGAIN`` on, the rest go again together (a script and the
+        ``WAIT`` after it stay on one connection) to the node the cluster names.
         """
-        node = await self.master()
-        try:
-            async with self._pool(node).connection() as stream:
-                await stream.send(b"".join(encode(*command) for command in commands))
-                replies = [await stream.reply() for _ in commands]
-        except ConnectionLost:
-            self._lost(node)
-            raise
-        for n, reply in enumerate(replies):
-            if isinstance(reply, ReplyError) and _moving(str(reply)):
-                replies[n] = await self.execute(*commands[n])
-        return replies
+        encoded = [c if isinstance(c, bytes) else encode(*c) for c in commands]
+        replies: list[Any] = []
+        more: list[Any] = []
+        for _ in range(_HOPS + 1):
+            node = await self.master(deadline)
+            try:
+                more = await self._pool(node).pipeline(encoded[len(replies) :], deadline)
+            except ConnectionLost:
+                self._lost(node)
+                raise
+            for reply in more:
+                if isinstance(reply, ReplyError) and self.heard(reply):
+                    break  # it did not run: it and the rest go again
+                replies.append(reply)
+            if len(replies) == len(encoded):
+                return replies
+            self.followed["pipeline"] += 1
+            await trio.sleep(_FIRST_PAUSE)
+        return [*replies, *more[len(more) - (len(encoded) - len(replies)) :]]
 
     @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[RespStream]:
+    async def connection(self, deadline: float = math.inf) -> AsyncIterator[RespStream]:
         """Lend a connection to the slot's master for the block (a blocking command).
 
         A reply on it that says the slot moved is the borrower's to report with
@@ -253,9 +341,9 @@ class SlotPool:
             ConnectionLost: No connection could be made, or the pool is closed.
             ReplyError: The server refused the handshake.
         """
-        node = await self.master()
+        node = await self.master(deadline)
         try:
-            async with self._pool(node).connection() as stream:
+            async with self._pool(node).connection(deadline) as stream:
                 self._lent[stream] = node
                 try:
                     yield stream
@@ -274,12 +362,14 @@ class SlotPool:
             self._master = (host, int(found["port"]))
         return _moving(message)
 
-    async def execute_beside(self, stream: RespStream, *args: Arg) -> Any:
+    async def execute_beside(
+        self, stream: RespStream, *args: Arg, deadline: float = math.inf
+    ) -> Any:
         """`execute` on the node of the lent connection *stream* (``CLIENT UNBLOCK``)."""
         node = self._lent.get(stream)
         if node is None:
-            return await self.execute(*args)
-        return await self._pool(node).send_encoded(encode(*args))
+            return await self.execute(*args, deadline=deadline)
+        return await self._pool(node).send_encoded(encode(*args), deadline)
 
     async def aclose(self) -> None:
         """Close every node's idle connections; lent ones close when given back."""

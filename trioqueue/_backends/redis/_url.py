@@ -23,7 +23,6 @@ __all__ = [
     "SCHEMES",
     "CredentialsRefused",
     "check_url",
-    "client_url",
     "failure_detail",
     "redacted",
     "scrubbed",
@@ -219,22 +218,6 @@ def check_url(url: object) -> None:
     problem = url_problem(url)
     if problem is not None:
         raise ConfigurationError(f"RedisBackend(url=...) is not a Redis URL: {problem}")
-
-
-def client_url(url: str) -> str:
-    """*url* as given to the client: a ``rediss://`` one checks the certificate's host name.
-
-    The client leaves that check off unless the URL asks for it; it is on unless
-    the URL says ``ssl_check_hostname=false`` or ``ssl_cert_reqs=none``.
-    """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() != "rediss":
-        return url
-    options = _options(parts)
-    if "ssl_check_hostname" in options or options.get("ssl_cert_reqs", "").lower() == "none":
-        return url
-    query = f"{parts.query}&ssl_check_hostname=true" if parts.query else "ssl_check_hostname=true"
-    return urllib.parse.urlunsplit(parts._replace(query=query))
 
 
 def failure_detail(error: BaseException, url: str) -> str:
