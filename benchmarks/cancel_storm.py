@@ -220,8 +220,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per storm at most")
     args = parser.parse_args()
     values = [float(d) for d in args.deadlines_ms.split(",")]
-    client = os.environ.get("TRIOQUEUE_REDIS_CLIENT") or "the default (hiredis when installed)"
-    print(f"trioqueue from {Path(trioqueue.__file__).parent}, client {client}", flush=True)
+    print(f"trioqueue from {Path(trioqueue.__file__).parent}", flush=True)
     if args.cluster:
         sys.path.append(str(ROOT))  # after trioqueue's own: the package imported above stays
         from tests.redis_cluster import RedisCluster

@@ -44,8 +44,6 @@ from plots import peer_plots
 SYSTEMS: dict[str, tuple[str, list[str]]] = {
     "trioqueue (reliable)": ("run_trioqueue.py", ["--variant", "reliable"]),
     "trioqueue (simple)": ("run_trioqueue.py", ["--variant", "simple"]),
-    "trioqueue (reliable, glide)": ("run_trioqueue.py", ["--variant", "reliable-glide"]),
-    "trioqueue (reliable, coredis)": ("run_trioqueue.py", ["--variant", "reliable-coredis"]),
     "saq": ("run_saq.py", []),
     "taskiq (list)": ("run_taskiq.py", ["--variant", "list"]),
     "taskiq (stream)": ("run_taskiq.py", ["--variant", "stream"]),

@@ -6,9 +6,9 @@ the reply, as a real handler that stores a result or reads a row does. Each
 runtime uses the fastest Redis client it has, created once per worker process
 and shared by all its handlers:
 
-- Trio (trioqueue, streaQ on Trio): valkey-glide, whose Rust core multiplexes
-  every request over one connection; it did 3.1-3.4x coredis's requests per
-  second from 32 Trio tasks (docs/benchmarks.md, "The Redis client").
+- Trio (streaQ on Trio): coredis, the client streaQ itself runs on (anyio);
+  trioqueue's handler sends its ``SET`` on the pool's own connections instead
+  (``trioqueue.current_redis()``, see ``run_trioqueue.py``).
 - asyncio (saq, taskiq, arq, streaQ on asyncio): ``redis.asyncio`` with the
   hiredis parser, one connection per concurrent handler from its pool.
 - threads (dramatiq): the synchronous ``redis.Redis``, a pool shared by the
@@ -20,43 +20,38 @@ so the handler then pays no call at all.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from _adapter import Args, Recorder
 
     AsyncRoundTrip = Callable[[Mapping[str, Any]], Awaitable[None]]
     SyncRoundTrip = Callable[[Mapping[str, Any]], None]
 
-REQUEST_TIMEOUT = 10.0  # seconds; glide's default (250 ms) is for latency-bound services
+REQUEST_TIMEOUT = 10.0  # seconds
 
 
 def _key(payload: Mapping[str, Any]) -> str:
     return f"io:{payload['i']}"
 
 
-async def trio_round_trip(args: Args) -> AsyncRoundTrip | None:
-    """A glide client's ``SET``, for handlers on Trio; call from inside ``trio.run``."""
+@contextlib.asynccontextmanager
+async def trio_round_trip(args: Args) -> AsyncIterator[AsyncRoundTrip | None]:
+    """A coredis client's ``SET``, for handlers on Trio; enter inside ``trio.run``."""
     if args.handler_io == "none":
-        return None
-    import glide
+        yield None
+        return
+    import coredis
 
-    glide.Logger.set_logger_config(glide.LogLevel.OFF)  # it logs to standard output
-    parts = urlsplit(args.url)
-    client = await glide.GlideClient.create(
-        glide.GlideClientConfiguration(
-            [glide.NodeAddress(parts.hostname or "127.0.0.1", parts.port or 6379)],
-            request_timeout=int(REQUEST_TIMEOUT * 1000),
-        )
-    )
+    async with coredis.Redis.from_url(args.url, stream_timeout=REQUEST_TIMEOUT) as client:
 
-    async def round_trip(payload: Mapping[str, Any]) -> None:
-        await client.set(_key(payload), str(payload["i"]))
+        async def round_trip(payload: Mapping[str, Any]) -> None:
+            await client.set(_key(payload), str(payload["i"]))
 
-    return round_trip
+        yield round_trip
 
 
 async def asyncio_round_trip(args: Args) -> AsyncRoundTrip | None:

@@ -26,6 +26,7 @@ configuring INFO logging).
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -75,14 +76,15 @@ def enqueue(args: Args) -> None:
 
 def work(args: Args, recorder: Recorder) -> None:
     async def run() -> None:
-        if args.variant == "trio":
-            round_trip = await trio_round_trip(args)
-        else:
-            round_trip = await asyncio_round_trip(args)
+        async with contextlib.AsyncExitStack() as stack:
+            if args.variant == "trio":
+                round_trip = await stack.enter_async_context(trio_round_trip(args))
+            else:
+                round_trip = await asyncio_round_trip(args)
 
-        worker, _ = make_worker(args, recorded(recorder, round_trip))
-        recorder.start()
-        await worker.run_async()
+            worker, _ = make_worker(args, recorded(recorder, round_trip))
+            recorder.start()
+            await worker.run_async()
 
     anyio.run(run, backend=args.variant)
 

@@ -2,18 +2,16 @@
 
 Variants: ``reliable`` (the default mode: BLMOVE into a processing list, leases,
 the recovery set and fencing all on; min_idle 30 s), ``simple`` (at-most-once
-lists), both on the default client (hiredis on Trio's sockets), and
-``reliable-glide`` and ``reliable-coredis`` (reliable, on the other clients:
-``TRIOQUEUE_REDIS_CLIENT``). Settings: ``workers`` = ``prefetch`` = the
-concurrency, claims and acks batched (the defaults), a capacity large enough for
-every job. With ``--handler-io redis`` the handler makes its ``SET`` as a user's
-handler should: on the pool's own connection, ``trioqueue.current_redis()``.
+lists), both on trioqueue's own client (hiredis on Trio's sockets). Settings:
+``workers`` = ``prefetch`` = the concurrency, claims and acks batched (the
+defaults), a capacity large enough for every job. With ``--handler-io redis``
+the handler makes its ``SET`` as a user's handler should: on the pool's own
+connection, ``trioqueue.current_redis()``.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -29,8 +27,6 @@ CAPACITY = 1_000_000  # the benchmark measures speed, not backpressure
 
 
 def backend(args: Args) -> trioqueue.RedisBackend:
-    if args.variant.startswith("reliable-"):
-        os.environ["TRIOQUEUE_REDIS_CLIENT"] = args.variant.removeprefix("reliable-")
     if args.variant == "simple":
         return trioqueue.RedisBackend(
             args.url, queue="{" + args.queue + "}", capacity=CAPACITY, reliable=False
@@ -82,4 +78,4 @@ def work(args: Args, recorder: Recorder) -> None:
 
 
 if __name__ == "__main__":
-    main(enqueue, work, variants=("reliable", "simple", "reliable-glide", "reliable-coredis"))
+    main(enqueue, work, variants=("reliable", "simple"))
