@@ -57,6 +57,7 @@ TIERS = {
     "_backends.redis._hiredis": 3,
     "_backends.redis._current": 3,
     "_backends.redis._resp": 1,
+    "_backends.redis._resp_pool": 1,
     "_backends.redis._resp_cluster": 1,
     "_backends.redis._url_parts": 1,
     "_backends._waiters": 0,

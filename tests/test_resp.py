@@ -23,15 +23,8 @@ import trio
 import trio.testing
 
 import trioqueue
-from trioqueue._backends.redis._resp import (
-    CLIENT_NAME,
-    DRAIN_TIMEOUT,
-    IDLE_LIMIT,
-    NoReply,
-    ReplyError,
-    RespPool,
-    encode,
-)
+from trioqueue._backends.redis._resp import CLIENT_NAME, NoReply, ReplyError, encode
+from trioqueue._backends.redis._resp_pool import DRAIN_TIMEOUT, IDLE_LIMIT, RespPool
 from trioqueue._backends.redis._url_parts import url_parts
 from trioqueue._io_deadline import io_deadline
 

@@ -19,7 +19,7 @@ from ._events import EventReader
 from ._hiredis import HiredisConnection
 from ._keys import RedisKeys
 from ._queue_settings import QueueSettings, agreed_settings, decode_settings
-from ._resp import MAX_CONNECTIONS
+from ._resp_pool import MAX_CONNECTIONS
 from ._scripts import READ_ONLY
 from ._stream import StreamSource, stream_options
 

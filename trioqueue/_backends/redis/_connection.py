@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ._keys import RedisKeys
-    from ._resp import RespPool
     from ._resp_cluster import SlotPool
+    from ._resp_pool import RespPool
 
 __all__ = [
     "CREDENTIAL_WORDS",

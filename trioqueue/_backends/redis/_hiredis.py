@@ -2,7 +2,7 @@
 
 The one client (``redis://``, ``rediss://``, ``unix://``, and a Redis Cluster
 with ``?cluster=yes``): a request is one ``send_all`` and one read on a pooled
-connection (``_resp.py``). On a cluster the pool is that of the node serving the
+connection (``_resp_pool.py``). On a cluster the pool is that of the node serving the
 queue's slot, following the cluster's redirects (``_resp_cluster.py``).
 ``wait_replicas`` sends the add script and the ``WAIT`` that counts its writes
 together on one connection.
@@ -35,18 +35,17 @@ from ._connection import (
 )
 from ._keys import hash_slot
 from ._resp import (
-    MAX_CONNECTIONS,
     Arg,
     ConnectionLost,
     NoReply,
     Prefix,
     ReplyError,
-    RespPool,
     RespStream,
     encode,
     require_parser,
 )
 from ._resp_cluster import SlotPool
+from ._resp_pool import MAX_CONNECTIONS, RespPool
 from ._scripts import load_sources
 from ._url import CredentialsRefused, failure_detail, scrubbed, wants_cluster
 from ._url_parts import tls_context, url_parts

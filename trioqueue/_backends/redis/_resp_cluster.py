@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 import attrs
 import trio
 
-from ._resp import MAX_CONNECTIONS, Arg, ConnectionLost, ReplyError, RespPool, RespStream, encode
+from ._resp import Arg, ConnectionLost, ReplyError, RespStream, encode
+from ._resp_pool import MAX_CONNECTIONS, RespPool
 
 if TYPE_CHECKING:
     import ssl
