@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import random
 import socket
 import uuid
@@ -186,6 +187,18 @@ async def a_storm(
     return returned, wrong
 
 
+def storm_calls(backend: trioqueue.RedisBackend) -> list[Callable[[str], Awaitable[object]]]:
+    """A storm's two calls: one command, and a pipeline of three (its token each time)."""
+
+    async def command(token: str) -> object:
+        return await backend.command("ECHO", token)
+
+    async def pipeline(token: str) -> object:
+        return await backend._conn.client.pipeline([("ECHO", token)] * 3)
+
+    return [command, pipeline]
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_under_random_deadlines_every_reply_is_its_own_requests(
     redis_server: RedisServer, seed: int
@@ -193,14 +206,7 @@ async def test_under_random_deadlines_every_reply_is_its_own_requests(
     async with trioqueue.RedisBackend(redis_server.url, queue="{storm}") as backend:
         pool = backend._conn.client
         assert isinstance(pool, RespPool)
-
-        async def command(token: str) -> object:
-            return await backend.command("ECHO", token)
-
-        async def pipeline(token: str) -> object:
-            return await pool.pipeline([("ECHO", token)] * 3)
-
-        for call in (command, pipeline):
+        for call in storm_calls(backend):
             returned, wrong = await a_storm(call, tasks=64, calls=2_000, seed=seed)
             assert wrong == []  # a reply never reaches another caller
             assert returned > 0
@@ -216,14 +222,7 @@ async def test_under_random_deadlines_every_reply_is_its_own_requests(
 async def test_on_a_cluster_too_every_reply_is_its_own_requests(redis_cluster: RedisCluster):
     url = redis_cluster.url + "?cluster=yes"
     async with trioqueue.RedisBackend(url, queue="{storm}") as backend:
-
-        async def command(token: str) -> object:
-            return await backend.command("ECHO", token)
-
-        async def pipeline(token: str) -> object:
-            return await backend._conn.client.pipeline([("ECHO", token)] * 3)
-
-        for call in (command, pipeline):
+        for call in storm_calls(backend):
             returned, wrong = await a_storm(call, tasks=32, calls=1_000, seed=3)
             assert wrong == []
             assert returned > 0
@@ -369,8 +368,10 @@ async def test_no_connection_freeing_by_the_deadline_is_an_error_saying_so(
     redis_server: RedisServer, autojump_clock
 ):
     pool = pool_for(redis_server.url, most=1)
+    autojump_clock.autojump_threshold = math.inf  # a real connection: no jump while it is made
     try:
         async with pool.connection():
+            autojump_clock.autojump_threshold = 0  # then 5 s of waiting pass at once
             with pytest.raises(NoReply, match=r"all 1 connections to .* stayed busy"):
                 await pool.execute("PING", deadline=trio.current_time() + 5)
     finally:

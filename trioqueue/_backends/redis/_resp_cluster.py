@@ -313,7 +313,7 @@ class SlotPool:
         """
         encoded = [c if isinstance(c, bytes) else encode(*c) for c in commands]
         replies: list[Any] = []
-        more: list[Any] = []
+        rest: list[Any] = []
         for _ in range(_HOPS + 1):
             node = await self.master(deadline)
             try:
@@ -321,15 +321,18 @@ class SlotPool:
             except ConnectionLost:
                 self._lost(node)
                 raise
-            for reply in more:
-                if isinstance(reply, ReplyError) and self.heard(reply):
-                    break  # it did not run: it and the rest go again
-                replies.append(reply)
-            if len(replies) == len(encoded):
+            # the first command that did not run (redirected): it and the rest go again
+            moved = next((i for i, r in enumerate(more) if self._redirected(r)), len(more))
+            replies += more[:moved]
+            rest = more[moved:]
+            if not rest:
                 return replies
             self.followed["pipeline"] += 1
             await trio.sleep(_FIRST_PAUSE)
-        return [*replies, *more[len(more) - (len(encoded) - len(replies)) :]]
+        return [*replies, *rest]
+
+    def _redirected(self, reply: Any) -> bool:
+        return isinstance(reply, ReplyError) and self.heard(reply)
 
     @contextlib.asynccontextmanager
     async def connection(self, deadline: float = math.inf) -> AsyncIterator[RespStream]:
