@@ -64,9 +64,21 @@ _UNBLOCK_AGAIN: Final = 0.01  # seconds before an UNBLOCK that found no wait goe
 _MOVED_PAUSE: Final = 0.01  # seconds before a wait the cluster redirected is given up
 # a user's command that may wait on the server: closed, not drained, when cancelled
 _MAY_BLOCK: Final = frozenset(
-    ("BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BLMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP")
+    [
+        "BLPOP",
+        "BRPOP",
+        "BRPOPLPUSH",
+        "BLMOVE",
+        "BLMPOP",
+        "BZPOPMIN",
+        "BZPOPMAX",
+        "BZMPOP",
+        "XREAD",
+        "XREADGROUP",
+        "WAIT",
+        "WAITAOF",
+    ]
 )
-_MAY_BLOCK_TOO: Final = frozenset(("XREAD", "XREADGROUP", "WAIT", "WAITAOF"))
 
 
 @final
@@ -222,7 +234,7 @@ class HiredisConnection(ConnectionBase):
             BackendUnavailable: Redis cannot be reached, or did not reply in time.
             BackendRefused: The server refused the command (its message).
         """
-        blocking = _name(args[0]).upper() in _MAY_BLOCK | _MAY_BLOCK_TOO
+        blocking = _name(args[0]).upper() in _MAY_BLOCK
         key = args[1] if len(args) > 1 else None
         reply = await self._reply(*args, key=key, blocking=blocking)
         if isinstance(reply, ReplyError):
