@@ -1172,6 +1172,10 @@ def test_queue_rate_limit_sets_keeps_and_removes_each_limit(target):
     assert bad.returncode == 2
     assert "write STARTS/PER, e.g. '10/s'" in bad.stderr
     assert "'none' to remove it" in bad.stderr
+    too_long = target.run("queue", "rate-limit", "--per-key", "1/1e20s")
+    assert too_long.returncode == 2
+    assert "at most 31,622,400 (366 days)" in too_long.stderr
+    assert trio.run(rate_key_kept) == "acme"  # nothing changed
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ import attrs
 
 __all__ = [
     "EPSILON",
+    "LONGEST_WINDOW",
+    "MOST_STARTS",
     "KeyTimes",
     "RateLimit",
     "RateLimits",
@@ -39,10 +41,17 @@ A microsecond, Redis ``TIME``'s unit: floats near today's epoch time are about
 2.4e-7 apart, and each start charged at one instant may round by half that."""
 
 
+MOST_STARTS: Final = 1_000_000_000
+"""The largest ``starts`` and ``burst`` a `RateLimit` takes."""
+LONGEST_WINDOW: Final = 366 * 86_400.0
+"""The longest ``per`` a `RateLimit` takes, in seconds: 366 days."""
+
+
 def _starts(_: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MOST_STARTS:
         raise ValueError(
-            f"RateLimit({attribute.name}={value!r}): give a whole number of starts >= 1"
+            f"RateLimit({attribute.name}={value!r}): give a whole number of starts from 1 "
+            f"to {MOST_STARTS:,}"
         )
 
 
@@ -51,9 +60,12 @@ def _seconds(value: float) -> float:
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
-        or value <= 0
+        or not 0 < value <= LONGEST_WINDOW
     ):
-        raise ValueError(f"RateLimit(per={value!r}): give the window in seconds, a number > 0")
+        raise ValueError(
+            f"RateLimit(per={value!r}): give the window in seconds, a number > 0 and at most "
+            f"{LONGEST_WINDOW:,.0f} (366 days)"
+        )
     return float(value)
 
 
@@ -69,6 +81,10 @@ class RateLimit:
     (`most_in_any_window`). A start is a claim: a retry counts again, and so
     does a job run again after its worker died. Windows are counted to within
     `slack` (microseconds of float rounding).
+
+    *starts* and *burst* are whole numbers from 1 to 1,000,000,000, *per* is
+    more than 0 and at most 366 days (31,622,400 seconds): what both backends'
+    arithmetic holds exactly. Anything else raises `ValueError` saying so.
     """
 
     starts: int = attrs.field(validator=_starts)
@@ -157,12 +173,12 @@ def parse_rate(text: str) -> RateLimit:
     words = text.split()
     burst = 1
     problem = f"rate limit {text!r}: write STARTS/PER, e.g. '10/s', '100/1m' or '10/s burst 5'"
-    if len(words) == 3 and words[1] == "burst" and words[2].isdigit():
+    if len(words) == 3 and words[1] == "burst" and _whole(words[2]):
         burst = int(words[2])
     elif len(words) != 1:
         raise ValueError(problem)
     starts, _, per = words[0].partition("/")
-    if not starts.isdigit() or not per:
+    if not _whole(starts) or not per:
         raise ValueError(problem)
     unit = _UNITS.get(per[-1])
     number = per[:-1] if unit is not None else per
@@ -171,6 +187,11 @@ def parse_rate(text: str) -> RateLimit:
         return RateLimit(int(starts), seconds, burst)
     except ValueError as exc:
         raise ValueError(f"{problem} ({exc})") from None
+
+
+def _whole(word: str) -> bool:
+    """Whether *word* is a whole number in ASCII digits (``"²"`` is a digit to `str.isdigit`)."""
+    return word.isascii() and word.isdigit()
 
 
 def room(tat: float, now: float, limit: RateLimit) -> int:

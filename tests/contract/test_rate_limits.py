@@ -196,3 +196,31 @@ async def test_limits_are_replaced_removed_and_followed_at_once(make_backend, au
         pool.mark_producer_finished()
         await pool.wait_stopped()
     await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream  # a stream's jobs have no rate key
+async def test_the_widest_and_busiest_limits_the_backends_take_still_limit(
+    make_backend, autojump_clock
+):
+    """A window of 366 days and a billion starts: stored, kept and followed (not an
+    overflow in a claim that stops every start)."""
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(
+        queue=RateLimit(1_000_000_000, per=1.0, burst=1_000_000_000),
+        per_key=RateLimit(1, per=366 * 86_400.0),
+    )
+    yearly = [await queue.enqueue({"n": n}, rate_key="yearly") for n in range(3)]
+    await queue.enqueue_many([{"n": n} for n in range(3, 8)])
+    ran: list[int] = []
+    handler, _ = recorder(ran, 8)
+    with trio.move_on_after(5):
+        async with trioqueue.open_worker_pool(backend, handler, poll_interval=0.5):
+            await trio.sleep_forever()
+    assert sorted(ran) == [0, 3, 4, 5, 6, 7]  # one of the key's a year; the rest at once
+    for receipt, turn in zip(yearly[1:], (1, 2), strict=True):
+        record = await queue.status(receipt.id)
+        assert record is not None
+        assert record.state is JobState.SCHEDULED
+        assert record.due_at == pytest.approx(record.created_at + turn * 366 * 86_400, abs=10)
+    await assert_conserved(backend)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -168,8 +169,12 @@ def test_a_limit_is_written_as_starts_per_window(text, limit):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "10", "ten/s", "10/", "10/xs", "0/s", "10/0s", "10/s 5", "10/s burst 0", "-1/s"]
-)
+    "text",
+    [
+        "", "10", "ten/s", "10/", "10/xs", "0/s", "10/0s", "10/s 5", "10/s burst 0", "-1/s",
+        "10/s burst ²", "²/s", "1/1e20s", "1/infs", "2000000000/s",
+    ],
+)  # fmt: skip
 def test_a_limit_written_wrongly_is_refused_with_the_form(text):
     with pytest.raises(ValueError, match="STARTS/PER"):
         parse_rate(text)
@@ -189,6 +194,30 @@ def test_a_limit_written_wrongly_is_refused_with_the_form(text):
 def test_a_bad_limit_says_what_to_give(kwargs):
     with pytest.raises(ValueError, match="give"):
         RateLimit(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"starts": 1, "per": 1e20}, r"at most 31,622,400 \(366 days\)"),
+        ({"starts": 1, "per": 366 * 86_400 + 1}, "at most 31,622,400"),
+        ({"starts": 10**400}, "from 1 to 1,000,000,000"),
+        ({"starts": 1, "burst": 10**10}, "from 1 to 1,000,000,000"),
+    ],
+)
+def test_a_limit_the_backends_cannot_hold_is_refused_with_the_range(kwargs, said):
+    with pytest.raises(ValueError, match=said):
+        RateLimit(**kwargs)
+
+
+def test_the_largest_limits_are_taken_and_their_arithmetic_is_finite():
+    widest = RateLimit(1, per=366 * 86_400.0)
+    busiest = RateLimit(1_000_000_000, per=1e-3, burst=1_000_000_000)
+    for limit in (widest, busiest, RateLimit(1_000_000_000, 366 * 86_400.0, 1_000_000_000)):
+        assert math.isfinite(limit.interval)
+        assert math.isfinite(limit.tolerance)
+        assert RateLimit.from_stored(limit.stored()) == limit
+    assert parse_rate("1/8784h") == widest
 
 
 def test_limits_describe_themselves():

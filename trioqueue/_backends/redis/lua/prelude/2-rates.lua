@@ -28,13 +28,16 @@ local function key_times(rate_key)
 end
 -- Keep a rate key's times as long as they limit anything: until the last promised
 -- start has come (a count left too high by a record deleted by hand goes with it).
+-- The time to keep them is capped at 2^50 ms (about 35,000 years): a longer one,
+-- from many jobs waiting under a long window, is more than SET PX takes.
 local function keep_key_times(rate_key, started, pending)
   local last = math.max(started, NOW) + pending * KEY_RATE[1]
   if last <= NOW then
     redis.call('DEL', RATE_PREFIX .. rate_key)
   else
+    local ms = math.min(math.ceil((last - NOW) * 1000) + 1, 2 ^ 50)
     redis.call('SET', RATE_PREFIX .. rate_key,
-      exact(started) .. ' ' .. pending .. ' ' .. KEY_RATE[3], 'PX', math.ceil((last - NOW) * 1000) + 1)
+      exact(started) .. ' ' .. pending .. ' ' .. KEY_RATE[3], 'PX', ms)
   end
 end
 -- A job that waited for a start promised to it ('rr' on its record, whose key is
