@@ -21,6 +21,7 @@ __all__ = [
     "check_headers",
     "check_priority",
     "check_task",
+    "control_character",
 ]
 
 MAX_AFTER = 100
@@ -80,6 +81,17 @@ def check_attempts_and_timeout(max_attempts: int | None, timeout: float | None) 
         )
 
 
+def control_character(text: str) -> str | None:
+    """The first control character of *text* (a line feed, ESC, NUL, DEL, ...), or None.
+
+    A tab is not one: it is text in a header value, as HTTP has it.
+    """
+    for char in text:
+        if (ord(char) < 0x20 and char != "\t") or ord(char) == 0x7F:
+            return char
+    return None
+
+
 def check_headers(headers: Any) -> dict[str, str] | None:
     """A job's headers as a dict of its own (None for none); raise TypeError or ValueError."""
     if headers is None:
@@ -100,6 +112,12 @@ def check_headers(headers: Any) -> dict[str, str] | None:
         if not 1 <= len(name) <= _MAX_HEADER_NAME or not name.isprintable():
             raise ValueError(
                 f"header {name!r}: name it in 1 to {_MAX_HEADER_NAME} printable characters"
+            )
+    for name, value in checked.items():
+        if (char := control_character(value)) is not None:
+            raise ValueError(
+                f"header {name!r}: its value holds the control character {char!r}; a header "
+                "is one line of text (ids, trace context): put data in the payload"
             )
     try:
         size = sum(len(k.encode()) + len(v.encode()) for k, v in checked.items())

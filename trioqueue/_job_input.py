@@ -19,6 +19,7 @@ from ._job_checks import (
     check_headers,
     check_priority,
     check_task,
+    control_character,
 )
 from ._payload import (
     MAX_ID_LENGTH,
@@ -147,9 +148,9 @@ def prepare(
             "it starts as soon as the jobs it runs after complete"
         )
     if unique_key is not None:
-        _check_id(unique_key, "a unique_key", "give a short text naming what the job is for")
+        _check_key(unique_key, "a unique_key", "give a short text naming what the job is for")
     if rate_key is not None:
-        _check_id(rate_key, "a rate_key", "give a short text naming whom the job is for")
+        _check_key(rate_key, "a rate_key", "give a short text naming whom the job is for")
     if debounce is not None:
         if unique_key is None:
             raise TypeError(
@@ -163,10 +164,14 @@ def prepare(
             )
         try:
             seconds, _ = due_time(debounce, None)
-        except (TypeError, ValueError) as exc:  # its words name delay=: this is debounce=
-            raise type(exc)(str(exc).replace("delay=", "debounce=", 1)) from None
+        except TypeError as exc:  # its words name delay=: this is debounce=
+            raise TypeError(str(exc).replace("delay=", "debounce=", 1)) from None
+        except ValueError as exc:
+            if "more than" in str(exc):  # too long: the words of delay=, for debounce=
+                raise ValueError(str(exc).replace("delay=", "debounce=", 1)) from None
+            seconds = None  # negative or not finite: what debounce= takes, said below
         if seconds is None:
-            raise ValueError(f"debounce={debounce!r}: give a number of seconds > 0")
+            raise ValueError(f"debounce={debounce!r}: give a finite number of seconds > 0")
     encoded = canonical_json(payload)
     if len(encoded) > max_payload:
         raise ValueError(
@@ -204,6 +209,16 @@ def _check_id(job_id: object, what: str, fix: str) -> None:
         raise ValueError(
             f"{what} must be text that UTF-8 can encode; {job_id!r} holds a lone surrogate "
             f"(half of a character): fix what made it, or {fix}"
+        )
+
+
+def _check_key(key: object, what: str, fix: str) -> None:
+    """`_check_id`, and no control character: a key is one line of printable text."""
+    _check_id(key, what, fix)
+    assert isinstance(key, str)
+    if (char := control_character(key)) is not None:
+        raise ValueError(
+            f"{what} must hold no control character, and {key!r} holds {char!r}; {fix}"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 
@@ -25,8 +26,16 @@ def test_a_debounce_is_the_jobs_delay_and_marks_it():
         ({"debounce": 5}, TypeError, r"debounce= needs a unique_key="),
         ({"unique_key": "k", "debounce": 5, "delay": 1}, TypeError, r"without delay=, at="),
         ({"unique_key": "k", "debounce": 5, "after": ["p"]}, TypeError, r"or after="),
-        ({"unique_key": "k", "debounce": 0}, ValueError, r"debounce=0: give a number of sec"),
-        ({"unique_key": "k", "debounce": -1}, ValueError, r"^debounce=-1: use a finite number"),
+        (
+            {"unique_key": "k", "debounce": 0},
+            ValueError,
+            r"debounce=0: give a finite number of sec",
+        ),
+        (
+            {"unique_key": "k", "debounce": -1},
+            ValueError,
+            r"^debounce=-1: give a finite number of seconds > 0",
+        ),
         ({"unique_key": "k", "debounce": "soon"}, TypeError, r"^debounce= takes seconds"),
     ],
 )
@@ -49,3 +58,19 @@ async def test_a_chain_refuses_a_key_naming_the_chain(options):
     with pytest.raises(TypeError, match="enqueue_chain takes no unique_key= or debounce="):
         await queue.enqueue_chain([1, 2], **options)
     assert await queue.backend.pending() == 0
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\r", "\n", "\x00", "\x7f"])
+@pytest.mark.parametrize("field", ["unique_key", "rate_key", "header"])
+def test_a_key_or_header_value_with_a_control_character_is_refused(field, char):
+    options: dict[str, object] = (
+        {"headers": {"tenant": f"acme{char}evil"}}
+        if field == "header"
+        else {field: f"acme{char}evil"}
+    )
+    with pytest.raises(ValueError, match=f"control character.*{re.escape(repr(char))}"):
+        prepare(1, "j", **options)
+
+
+def test_a_tab_in_a_header_value_is_text():
+    assert prepare(1, "j", headers={"note": "a\tb"}).headers == {"note": "a\tb"}
