@@ -383,6 +383,37 @@ async def test_a_record_with_options_changed_by_hand_is_dead_lettered_and_the_po
     assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1.5", "many", "1e400"])
+async def test_a_record_whose_attempts_were_changed_by_hand_is_dead_lettered_naming_them(
+    redis_server: RedisServer, value: str
+):
+    ran: list[str] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        ran.append(job.id)
+
+    async with (
+        trioqueue.RedisBackend(redis_server.url, queue=queue_name(), min_idle=30) as backend,
+        coredis.Redis.from_url(redis_server.url) as raw,
+    ):
+        queue = Queue(backend)
+        await queue.enqueue("odd", id="odd", max_attempts=3)
+        await queue.enqueue("after", id="after")
+        await raw.hset(backend.keys.job_prefix + "odd", {"a": value})
+        with trio.fail_after(30):  # the drain ends: no settle call fails over and over
+            async with trioqueue.open_worker_pool(backend, handler):
+                pass
+        [dead] = await backend.dead_letters()
+        stats = await backend.stats()
+    assert ran == ["after"]
+    assert dead.id == "odd"
+    assert dead.reason == (
+        f"undecodable record: its attempts field is {value!r}, not a whole number of attempts"
+    )
+    assert (stats.dead_lettered, stats.succeeded, stats.gauges.held) == (1, 1, 0)
+    assert stats.conserved
+
+
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])
 async def test_a_record_with_numbers_out_of_range_still_reads(redis_server: RedisServer, value):
     async with (

@@ -96,6 +96,14 @@ def _seconds_or_zero(value: bytes | None) -> float:
     return seconds if math.isfinite(seconds) else 0.0
 
 
+def _check_attempts(value: bytes | None) -> None:
+    """Raise ValueError naming the attempts field unless it is a whole number (as stored)."""
+    if not (value or b"0").isdigit() or len(value or b"") > 9:
+        raise ValueError(
+            f"its attempts field is {text(value or b'')!r}, not a whole number of attempts"
+        )
+
+
 class Claiming(Settling):
     """RedisBackend methods: taking jobs (or waiting in BLMOVE) and renewing leases."""
 
@@ -111,6 +119,7 @@ class Claiming(Settling):
             job_attempt = _whole(attempts) + 1
             at = _seconds_or_zero(ready_at)
             try:
+                _check_attempts(attempts)
                 decoded = _payload(payload)
                 max_attempts, timeout, task, headers = _options(options)
             except ValueError as exc:

@@ -71,6 +71,11 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     cancel_now(id, CANCELLED_HELD)
     return age
   end
+  if not string.match(redis.call('HGET', key, 'a') or '', '^%d%d?%d?%d?%d?%d?%d?%d?%d?$') then
+    -- attempts changed by hand ('inf', 'nan', ...), which HINCRBY refuses: the claim
+    -- dead-letters such a job, naming the field, and its count starts again
+    redis.call('HSET', key, 'a', 0)
+  end
   redis.call('HINCRBY', key, 'a', 1)
   redis.call('HSET', key, 'u', stamp(NOW))
   count('processed')

@@ -139,7 +139,7 @@ local function putback(id, front, suspect)
     return
   end
   if state == 'processing' then
-    local attempts = tonumber(redis.call('HGET', key, 'a'))
+    local attempts = tonumber(redis.call('HGET', key, 'a')) or 0  -- changed by hand: none
     redis.call('HSET', key, 's', attempts > 0 and 'failed_retry' or 'received')
   elseif state == 'failed_retry' then
     local due = tonumber(redis.call('HGET', key, 'due') or '')
