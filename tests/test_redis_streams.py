@@ -441,6 +441,8 @@ async def test_a_group_deleted_by_hand_is_made_again_from_the_start(
         ({"stream": "s", "group": "g", "start": "now"}, "use '\\$'"),
         ({"queue": "q", "group": "g"}, "belongs to a stream source"),
         ({"stream": "s", "group": ""}, "name the group"),
+        # its keys would be those of stream '{x}:b' with group 'c'
+        ({"stream": "{x}", "group": "b:c"}, "stream '{x}:b' with group 'c' would share"),
     ],
 )
 def test_a_stream_source_refuses_what_it_cannot_be(options: dict[str, Any], match: str):

@@ -171,9 +171,13 @@ class RedisKeys:
         (``ready``), claims, records and dead letters; each group reading a stream
         keeps its own.
 
+        A group's name holds no ``:``, so that the base names one stream and one
+        group only: stream ``{x}`` with group ``b:c`` and stream ``{x}:b`` with
+        group ``c`` would otherwise share every key.
+
         Raises:
-            ConfigurationError: A name is empty, or the derived name could be
-                another queue's key.
+            ConfigurationError: A name is empty, the group's holds ``:``, or the
+                derived name could be another queue's key.
         """
         for role, name in (("stream", stream), ("group", group)):
             if not isinstance(name, str) or not name:
@@ -181,6 +185,13 @@ class RedisKeys:
                     f"RedisBackend({role}={name!r}): name the {role}, e.g. "
                     "stream='{uploads}', group='thumbnailer'"
                 )
+        if ":" in group:
+            raise ConfigurationError(
+                f"RedisBackend(group={group!r}): a group's name may not hold ':' (the group's "
+                f"keys start with '{stream}:{group}', which stream '{stream}:"
+                f"{group.partition(':')[0]}' with group '{group.partition(':')[2]}' would share): "
+                f"name it without one, e.g. group={group.replace(':', '-')!r}"
+            )
         base = f"{stream}:{group}"
         _check_reserved(base)
         return attrs.evolve(cls.for_queue(base), stream=stream, wake=f"{base}.wake")
