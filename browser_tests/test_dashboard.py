@@ -102,7 +102,10 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 
 def _post(base: str, body: dict[str, object]) -> int:
     request = urllib.request.Request(
-        base + "jobs", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        base + "jobs",
+        data=json.dumps(body).encode(),
+        # the service has an admin token: sending jobs needs it too
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
     )
     with urllib.request.urlopen(request, timeout=10) as reply:
         return int(reply.status)

@@ -26,8 +26,11 @@ UNREAD_BODY = pytest.mark.filterwarnings(
 
 
 @asynccontextmanager
-async def served(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    """Serve *app* on 127.0.0.1 and a free port; an httpx client for it, shut down after."""
+async def served(app: ASGIApp, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """Serve *app* on 127.0.0.1 and a free port; an httpx client for it, shut down after.
+
+    With *token*, the client sends it on every request (``Authorization: Bearer``).
+    """
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
@@ -40,7 +43,8 @@ async def served(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
             )
         )
         try:
-            async with httpx.AsyncClient(base_url=binds[0], timeout=30) as client:
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            async with httpx.AsyncClient(base_url=binds[0], timeout=30, headers=headers) as client:
                 yield client
         finally:
             stop.set()

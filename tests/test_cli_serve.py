@@ -55,9 +55,14 @@ def start(
     return process, f"http://127.0.0.1:{port}"
 
 
-def post(base: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+def post(
+    base: str, body: dict[str, object], token: str | None = None
+) -> tuple[int, dict[str, object]]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(
-        base + "/jobs", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        base + "/jobs", data=json.dumps(body).encode(), headers=headers
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
@@ -122,19 +127,33 @@ def test_serve_refuses_a_bind_other_hosts_reach_unless_it_has_a_token_or_is_told
     assert refused.returncode == 2, refused.stderr
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith("trioqueue serve: --bind 0.0.0.0:")
-    for fix in ("--admin-token", "TRIOQUEUE_ADMIN_TOKEN", "127.0.0.1", "--insecure"):
+    for fix in (
+        "--ingest-token",
+        "--admin-token",
+        "TRIOQUEUE_INGEST_TOKEN",
+        "TRIOQUEUE_ADMIN_TOKEN",
+        "127.0.0.1",
+        "--insecure",
+    ):
         assert fix in line
 
-    with_token = {**os.environ, "TRIOQUEUE_ADMIN_TOKEN": "s3cret"}
-    for args, env, reads in ((("--insecure",), None, 201), ((), with_token, 401)):
+    admin = {**os.environ, "TRIOQUEUE_ADMIN_TOKEN": "s3cret"}
+    # (arguments, environment, the token sending takes, whether an anonymous send and read pass)
+    for args, env, token, anonymous in (
+        (("--insecure",), None, None, True),
+        ((), admin, "s3cret", False),
+        (("--ingest-token", "in-token"), None, "in-token", False),
+    ):
         process, base = start(*args, host="0.0.0.0", env=env)
         try:
-            assert post(base, {"id": "e1", "payload": {"secret": 1}})[0] == 201
+            anonymous_send = post(base, {"id": "e0", "payload": 0})[0]
+            assert anonymous_send == (201 if anonymous else 401)
+            assert post(base, {"id": "e1", "payload": {"secret": 1}}, token)[0] == 201
             try:
                 status = urllib.request.urlopen(base + "/jobs/e1", timeout=10).status
             except urllib.error.HTTPError as exc:
                 status = exc.code
-            assert status == (200 if reads == 201 else 401)
+            assert status == (200 if anonymous else 401)
         finally:
             process.send_signal(signal.SIGTERM)
             process.communicate(timeout=30)

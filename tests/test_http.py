@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 JSON = {"Content-Type": "application/json"}
 
 
+TOKEN = "ingest-secret"  # a service's ingest token, for the fields that need one
+
+
 @pytest.fixture(params=["memory", "redis"])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[trioqueue.Backend]:
     """An open backend with room for 2 jobs: in memory, or a fresh queue on Redis."""
@@ -219,7 +222,9 @@ async def test_health_readiness_stats_and_the_openapi_document(backend):
         document = (await http.get("/openapi.json")).json()
         assert document["openapi"] == "3.1.0"
         statuses = set(document["paths"]["/jobs"]["post"]["responses"])
-        assert statuses == {"200", "201", "202", "400", "409", "413", "415", "422", "503"}
+        assert statuses == {
+            "200", "201", "202", "400", "401", "403", "409", "413", "415", "422", "503"
+        }  # fmt: skip
 
 
 async def test_an_unreachable_redis_is_503_with_retry_after():
@@ -431,7 +436,7 @@ async def test_a_job_may_carry_its_own_attempts_and_handler_timeout(backend):
 
 async def test_a_job_may_carry_headers_that_its_record_and_its_handler_see(backend):
     headers = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    async with served(create_app(backend)) as http:
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         posted = await http.post("/jobs", json={"id": "h1", "payload": 1, "headers": headers})
         assert posted.status_code == 201
         assert (await http.get("/jobs/h1")).json()["headers"] == headers
@@ -448,7 +453,7 @@ async def test_a_job_may_carry_headers_that_its_record_and_its_handler_see(backe
 
 
 async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
-    async with served(create_app(backend)) as http:
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         assert (await http.post("/jobs", json={"id": "first", "payload": 1})).status_code == 201
         posted = await http.post("/jobs", json={"id": "then", "payload": 2, "after": ["first"]})
         assert posted.status_code == 202
@@ -492,7 +497,7 @@ async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
 
 
 async def test_a_unique_key_answers_with_the_job_that_holds_it(backend):
-    async with served(create_app(backend)) as http:
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         made = await http.post("/jobs", json={"id": "u1", "payload": 1, "unique_key": "k"})
         assert made.status_code == 201
         found = await http.post("/jobs", json={"id": "u2", "payload": 2, "unique_key": "k"})
@@ -516,7 +521,7 @@ async def test_a_unique_key_answers_with_the_job_that_holds_it(backend):
 
 
 async def test_a_rate_key_is_kept_with_the_job_and_checked(backend):
-    async with served(create_app(backend)) as http:
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         made = await http.post("/jobs", json={"id": "r1", "payload": 1, "rate_key": "acme"})
         assert made.status_code == 201
         assert (await http.get("/jobs/r1")).json()["rate_key"] == "acme"
@@ -573,7 +578,7 @@ async def test_the_jobs_of_a_place_page_by_page_and_a_scheduled_one_runs_now(bac
 
 
 async def test_a_job_may_carry_a_priority_that_its_record_shows(backend):
-    async with served(create_app(backend)) as http:
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         for body in ({"id": "plain", "payload": 1}, {"id": "urgent", "payload": 2, "priority": 2}):
             assert (await http.post("/jobs", json=body)).status_code == 201, body
         assert (await http.get("/jobs/urgent")).json()["priority"] == 2
@@ -719,18 +724,23 @@ async def test_pause_and_resume_need_the_token_and_stats_say_whether_paused(back
         assert await backend.is_paused()
         assert (await http.get("/stats")).json()["paused"] is True
         # a paused queue still takes jobs in
-        assert (await http.post("/jobs", json={"id": "p1", "payload": 1})).status_code == 201
+        made = await http.post("/jobs", json={"id": "p1", "payload": 1}, headers=secret)
+        assert made.status_code == 201
         resumed = await http.post("/queue/resume", headers=secret)
         assert (resumed.status_code, resumed.json()) == (200, {"paused": False})
         assert not await backend.is_paused()
         assert (await http.get("/queue/pause")).status_code == 405
 
 
-async def test_with_a_token_reading_jobs_needs_it_and_ingest_and_counters_do_not(backend):
+async def test_with_a_token_reading_jobs_needs_it_and_counters_do_not(backend):
     await _dead_letters(backend, 1)
     secret = {"Authorization": "Bearer s3cret"}
     async with served(create_app(backend, admin_token="s3cret")) as http:
         made = await http.post("/jobs", json={"id": "e1", "payload": {"card": "4111"}})
+        assert made.status_code == 401  # the admin token alone: sending needs it too
+        made = await http.post(
+            "/jobs", json={"id": "e1", "payload": {"card": "4111"}}, headers=secret
+        )
         assert made.status_code == 201
         for path in ("/jobs/e1", "/jobs/d0", "/dead"):
             for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "s3cret"}):
@@ -741,22 +751,82 @@ async def test_with_a_token_reading_jobs_needs_it_and_ingest_and_counters_do_not
                 assert "Authorization: Bearer" in refused.json()["message"]
         assert (await http.get("/jobs/e1", headers=secret)).json()["payload"] == {"card": "4111"}
         assert [r["id"] for r in (await http.get("/dead", headers=secret)).json()["dead"]] == ["d0"]
-        # the same event again: without the token its receipt, not the stored record
-        again = await http.post("/jobs", json={"id": "e1", "payload": {"card": "4111"}})
-        assert again.status_code == 200
-        assert again.json() == {
-            "id": "e1",
-            "deduplicated": True,
-            "queued": True,
-            "scheduled": False,
-            "deferred": False,
-        }
         again = await http.post(
             "/jobs", json={"id": "e1", "payload": {"card": "4111"}}, headers=secret
         )
         assert (again.json()["state"], again.json()["deduplicated"]) == ("received", True)
         for path in ("/stats", "/metrics", "/healthz", "/readyz", "/openapi.json", "/"):
             assert (await http.get(path)).status_code == 200, path
+
+
+async def test_with_tokens_set_an_anonymous_client_sends_nothing_and_learns_nothing(backend):
+    admin, ingest = {"Authorization": "Bearer s3cret"}, {"Authorization": "Bearer in-token"}
+    app = create_app(backend, admin_token="s3cret", ingest_token="in-token")
+    async with served(app) as http:
+        made = await http.post(
+            "/jobs", json={"id": "e1", "payload": "trusted", "unique_key": "k"}, headers=ingest
+        )
+        assert made.status_code == 201
+        tries = [  # what once told an anonymous client about other jobs, or replaced them
+            ("/jobs", {"payload": "plain"}),
+            ("/jobs", {"id": "e1", "payload": "trusted"}),  # a repeated id: its flags
+            ("/jobs", {"id": "e1", "payload": "other"}),  # a conflict: the stored hash
+            ("/jobs", {"payload": 1, "after": ["e1"]}),  # 202: e1 exists
+            ("/jobs", {"payload": 1, "after": ["nobody"]}),  # 422: it does not
+            ("/jobs", {"payload": 1, "unique_key": "k"}),  # the holder's id and state
+            ("/jobs", {"payload": "evil", "unique_key": "k", "debounce": 5}),  # replaces it
+            ("/jobs", {"payload": 1, "priority": 2, "headers": {"traceparent": "00-x"}}),
+            ("/jobs", "not even an object"),
+            ("/jobs/batch", {"jobs": [{"id": "e1", "payload": "other"}]}),
+        ]
+        answers = set()
+        for path, body in tries:
+            for headers in ({}, {"Authorization": "Bearer nope"}):
+                refused = await http.post(path, json=body, headers=headers)
+                assert refused.status_code == 401, (path, body)
+                answers.add(refused.text)
+        assert len(answers) == 1  # the same answer to every try: nothing to learn from it
+        assert "ingest token" in answers.pop()
+        # nothing was stored or changed
+        record = (await http.get("/jobs/e1", headers=admin)).json()
+        assert (record["payload"], record["unique_key"], record["state"]) == (
+            "trusted",
+            "k",
+            "received",
+        )
+        assert (await http.get("/stats")).json()["gauges"]["queue_depth"] == 1
+        # the ingest token sends jobs, all fields included, but reads nothing
+        keyed = await http.post("/jobs", json={"payload": 2, "unique_key": "k"}, headers=ingest)
+        assert (keyed.status_code, keyed.json()["id"]) == (200, "e1")
+        assert "state" not in keyed.json()  # the receipt, not the record
+        assert (await http.get("/jobs/e1", headers=ingest)).status_code == 401
+        later = await http.post("/jobs", json={"payload": 3, "after": ["e1"]}, headers=ingest)
+        assert later.status_code == 202
+
+
+async def test_without_a_token_the_fields_that_act_on_other_jobs_are_refused(backend):
+    async with served(create_app(backend)) as http:
+        held = await http.post("/jobs", json={"id": "e1", "payload": "mine"})
+        assert held.status_code == 201
+        for field, value in (
+            ("unique_key", "k"),
+            ("after", ["e1"]),
+            ("rate_key", "acme"),
+            ("headers", {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+            ("priority", 2),
+        ):
+            refused = await http.post("/jobs", json={"payload": 1, field: value})
+            assert refused.status_code == 403, field
+            assert refused.json()["error"] == "needs_token"
+            assert "--ingest-token" in refused.json()["message"]
+            batch = await http.post("/jobs/batch", json={"jobs": [{"payload": 1, field: value}]})
+            assert batch.status_code == 403, field
+        debounced = {"payload": 1, "unique_key": "k", "debounce": 5}
+        assert (await http.post("/jobs", json=debounced)).status_code == 403
+        # null fields and priority 0 are what a plain job has
+        plain = {"payload": 2, "priority": 0, "after": None, "headers": None}
+        assert (await http.post("/jobs", json=plain)).status_code == 201
+        assert (await http.get("/stats")).json()["gauges"]["queue_depth"] == 2
 
 
 async def test_records_show_an_errors_traceback_only_when_the_app_is_told_to(backend):

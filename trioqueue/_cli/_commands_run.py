@@ -204,10 +204,19 @@ def add_serve(commands: argparse._SubParsersAction[Parser]) -> None:
         "without either, reads are open, changes are off and only a loopback --bind is taken)",
     )
     serve.add_argument(
+        "--ingest-token",
+        metavar="TOKEN",
+        help="the bearer token that sending jobs needs (default: $TRIOQUEUE_INGEST_TOKEN); "
+        "once either token is set every write needs one (the admin token will do); without "
+        "either, anyone may send plain jobs, and unique_key, debounce, after, rate_key, "
+        "headers and priority are refused",
+    )
+    serve.add_argument(
         "--insecure",
         action="store_true",
         help="bind to an address other hosts reach without a token (when a proxy in front "
-        "guards the service): anyone who reaches it reads every job's payload and result",
+        "guards the service): anyone who reaches it sends jobs and reads every job's payload "
+        "and result",
     )
     serve.add_argument(
         "--allowed-host",

@@ -39,10 +39,12 @@ if TYPE_CHECKING:
     from .._pool._worker_pool import WorkerPool
     from ..http._limits import Limits
 
-__all__ = ["ADMIN_TOKEN_ENV", "run_serve"]
+__all__ = ["ADMIN_TOKEN_ENV", "INGEST_TOKEN_ENV", "run_serve"]
 
 ADMIN_TOKEN_ENV = "TRIOQUEUE_ADMIN_TOKEN"
 """The environment variable ``trioqueue serve`` takes its admin token from."""
+INGEST_TOKEN_ENV = "TRIOQUEUE_INGEST_TOKEN"
+"""The environment variable ``trioqueue serve`` takes its ingest token from."""
 
 logger = logging.getLogger("trioqueue.serve")
 
@@ -59,13 +61,14 @@ async def run_serve(args: argparse.Namespace) -> int:
             "trioqueue serve needs the http extra: pip install '.[http]' in the trioqueue checkout"
         ) from None
     token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    ingest = args.ingest_token or os.environ.get(INGEST_TOKEN_ENV) or None
     host = args.bind.rpartition(":")[0].removeprefix("[").removesuffix("]")
-    if token is None and not args.insecure and not _is_loopback(host):
+    if token is None and ingest is None and not args.insecure and not _is_loopback(host):
         raise UsageError(
             f"--bind {args.bind} without a token lets anyone who reaches this machine "
-            "read every job's payload, result and error: give --admin-token (or "
-            f"{ADMIN_TOKEN_ENV}), bind to 127.0.0.1, or add --insecure if a proxy in front "
-            "guards it"
+            "send jobs and read every job's payload, result and error: give --ingest-token "
+            f"or --admin-token (or {INGEST_TOKEN_ENV}, {ADMIN_TOKEN_ENV}), bind to "
+            "127.0.0.1, or add --insecure if a proxy in front guards it"
         )
     if args.redis is not None and args.max_memory is not None:
         raise UsageError(
@@ -86,6 +89,7 @@ async def run_serve(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             request_timeout=args.request_timeout,
             admin_token=token,
+            ingest_token=ingest,
             name=args.queue or "memory",
             tracebacks=args.tracebacks,
             allowed_hosts=_host_names(host, args.allowed_host),

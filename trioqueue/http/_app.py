@@ -59,6 +59,7 @@ def create_app(
     concurrency: int = 64,
     request_timeout: float = 10.0,
     admin_token: str | None = None,
+    ingest_token: str | None = None,
     name: str = "jobs",
     tracebacks: bool = False,
     allowed_hosts: Iterable[str] | None = None,
@@ -77,9 +78,15 @@ def create_app(
             included; past it the answer is 503 with ``Retry-After``.
         admin_token: The bearer token that reading jobs and dead letters needs,
             and requeueing and purging dead letters, cancelling jobs, and pausing
-            and resuming the queue; None
-            leaves reads open and turns those changes off (403). ``POST /jobs``,
-            the counters, health and the OpenAPI document never need it.
+            and resuming the queue; None turns those changes off (403). The
+            counters, health and the OpenAPI document never need a token.
+        ingest_token: The bearer token that sending jobs (``POST /jobs``,
+            ``POST /jobs/batch``) needs. Once either token is set, every write
+            needs one of them (the admin token will do); with neither, anyone
+            may send plain jobs, and the fields that act on other jobs
+            (``unique_key``, ``debounce``, ``after``, ``rate_key``, ``headers``,
+            ``priority``) are refused (403). Reading jobs needs the admin token,
+            or this one when there is no admin token.
         name: The queue's name in ``/metrics`` (its ``queue`` label).
         tracebacks: Serve the last error's traceback in records; by default a
             record shows the error's type and message only.
@@ -96,6 +103,10 @@ def create_app(
             "create_app(admin_token=''): give a token (a long random string), or None to "
             "keep requeueing, purging, cancelling and pausing off"
         )
+    if ingest_token is not None and not ingest_token.strip():
+        raise ConfigurationError(
+            "create_app(ingest_token=''): give a token (a long random string), or None"
+        )
     for limit, value in (
         ("max_body", max_body),
         ("concurrency", concurrency),
@@ -104,7 +115,7 @@ def create_app(
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise ConfigurationError(f"create_app({limit}={value!r}): use a number > 0")
     queue = Queue(backend)
-    access = Access(admin_token, tracebacks=tracebacks)
+    access = Access(admin_token, tracebacks=tracebacks, ingest_token=ingest_token)
     dead = AdminActions(queue, access)
     browse = Browse(queue, access)
 
@@ -114,7 +125,7 @@ def create_app(
         return await post_job(request, queue, max_body, access)
 
     async def batch(request: Request) -> JSONResponse:
-        return await post_batch(request, queue, max_body)
+        return await post_batch(request, queue, max_body, access)
 
     async def job(request: Request) -> JSONResponse:
         if request.method == "DELETE":

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from .._queue import Queue
+    from ._access import Access
 
 __all__ = ["MAX_BATCH", "post_batch"]
 
@@ -94,7 +95,7 @@ def _checked(document: Any, queue: Queue) -> list[NewJob] | JSONResponse:
     return checked
 
 
-async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONResponse:
+async def post_batch(request: Request, queue: Queue, max_body: int, access: Access) -> JSONResponse:
     """Store a batch (see the module); ``{"results": [...]}`` in the jobs' order."""
     refused = refuse_media(request)
     if refused is not None:
@@ -107,6 +108,11 @@ async def post_batch(request: Request, queue: Queue, max_body: int) -> JSONRespo
         document = json.loads(body)
     except (ValueError, RecursionError) as exc:
         return error(400, "bad_json", f"the body is not JSON ({exc})")
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    as_sent = [job for job in jobs if isinstance(job, dict)] if isinstance(jobs, list) else []
+    refused = access.refuse_write(request, as_sent)
+    if refused is not None:
+        return refused
     checked = _checked(document, queue)
     if isinstance(checked, JSONResponse):
         return checked

@@ -280,7 +280,10 @@ async def post_job(request: Request, queue: Queue, max_body: int, access: Access
         return error(413, "too_large", f"the body is over {max_body:,} bytes (--max-body)")
     fields = _job_fields(body, request.headers.get("idempotency-key"))
     if isinstance(fields, JSONResponse):
-        return fields
+        return access.refuse_write(request, ()) or fields  # a guarded service says no more
+    refused = access.refuse_write(request, [attrs.asdict(fields, recurse=False)])
+    if refused is not None:
+        return refused
     try:
         receipt = await queue.submit(
             fields.payload,

@@ -26,6 +26,7 @@ from ._openapi_parts import (
     RECEIPT,
     RECORD,
     UNAVAILABLE,
+    WRITE,
     error_answer,
     json_answer,
 )
@@ -115,6 +116,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                 },
                 "post": {
                     "summary": "Store a job (idempotent by id)",
+                    "security": [{}, {"ingest": []}, {"admin": []}],
                     "parameters": [
                         {
                             "name": "Idempotency-Key",
@@ -161,6 +163,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "answer to; the message says which."
                         ),
                         **NOT_JSON,
+                        **WRITE,
                         "409": json_answer(
                             {
                                 "allOf": [
@@ -204,6 +207,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             "/jobs/batch": {
                 "post": {
                     "summary": "Store many jobs; all are checked before any is stored",
+                    "security": [{}, {"ingest": []}, {"admin": []}],
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -252,6 +256,7 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                             "answer to; nothing was stored."
                         ),
                         **NOT_JSON,
+                        **WRITE,
                         "413": error_answer(f"The body is over {max_body:,} bytes."),
                         "503": UNAVAILABLE,
                     },
@@ -482,7 +487,10 @@ def openapi_document(max_body: int) -> dict[str, Any]:
                 "Record": RECORD,
                 "NewJob": NEW_JOB,
             },
-            "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "admin": {"type": "http", "scheme": "bearer"},
+                "ingest": {"type": "http", "scheme": "bearer"},
+            },
         },
     }
     for operations in document["paths"].values():  # any request may name the wrong host

@@ -21,6 +21,7 @@ __all__ = [
     "RECEIPT",
     "RECORD",
     "UNAVAILABLE",
+    "WRITE",
     "error_answer",
     "json_answer",
 ]
@@ -267,6 +268,18 @@ ADMIN: dict[str, Any] = {
 
 READ: dict[str, Any] = {
     "401": error_answer("The service has a token, and this read came without it (or another)."),
+}
+
+
+WRITE: dict[str, Any] = {
+    "401": error_answer(
+        "The service has a token, and this request came without one (or with another): "
+        "nothing was stored or looked up."
+    ),
+    "403": error_answer(
+        "The service has no token, and a job uses a field that acts on other jobs "
+        "(unique_key, debounce, after, rate_key, headers, priority): nothing was stored."
+    ),
 }
 
 
