@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import h11
 import pytest
 import trio
 
@@ -203,6 +204,73 @@ async def test_a_body_over_max_body_is_413_whether_its_length_is_said_or_not(bac
         assert streamed.status_code == 413
         assert "100 bytes" in streamed.json()["message"]
     assert (await backend.stats()).enqueued == 0
+
+
+async def _answer_to(
+    http: Any, headers: list[tuple[str, str]], body: bytes | None
+) -> tuple[h11.Response, bool]:
+    """POST /jobs with *headers* and *body* (None: the body is held back) on a socket
+    of its own; the answer, and whether the server then closed the connection. Fails,
+    naming the defect, if the server waits instead of answering."""
+    url = http.base_url
+    client = h11.Connection(h11.CLIENT)
+    sent = client.send(
+        h11.Request(method="POST", target="/jobs", headers=[("Host", "x"), *headers])
+    )
+    if body is not None:
+        sent += client.send(h11.Data(data=body)) + client.send(h11.EndOfMessage())
+    answer: h11.Response | None = None
+    async with await trio.open_tcp_stream(url.host, url.port) as stream:
+        await stream.send_all(sent)
+        with trio.move_on_after(10):  # a bound on a hang, not a timing
+            while not isinstance(event := client.next_event(), h11.EndOfMessage):
+                if event is h11.NEED_DATA:
+                    client.receive_data(await stream.receive_some(65536))
+                elif isinstance(event, h11.Response):
+                    answer = event
+        if answer is None:
+            pytest.fail("the server gave no answer in 10 s to a request it could answer")
+        with trio.move_on_after(10):
+            while await stream.receive_some(65536):
+                pass
+            return answer, True
+    return answer, False
+
+
+async def test_a_413_before_the_body_is_sent_answers_at_once_and_closes(backend):
+    """A client that waits to be let send its body (``Expect: 100-continue``) gets
+    its 413 from the length it declared, and the connection is not left half read."""
+    async with served(create_app(backend, max_body=100)) as http:
+        said = [("Content-Type", "application/json"), ("Content-Length", "5000")]
+        answer, closed = await _answer_to(http, [*said, ("Expect", "100-continue")], None)
+        assert answer.status_code == 413
+        assert (b"connection", b"close") in answer.headers
+        assert closed, "the server kept a connection whose body it did not read"
+        assert (await http.get("/healthz")).status_code == 200
+    assert (await backend.stats()).enqueued == 0
+
+
+async def test_a_413_cut_short_in_the_body_says_the_connection_closes(backend):
+    """A body read only up to max_body leaves the rest on the connection: the answer
+    says ``Connection: close`` so that a client does not send the next request there."""
+    async with served(create_app(backend, max_body=100)) as http:
+        body = b'{"payload": "' + b"x" * 300_000 + b'"}'
+        chunked = [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")]
+        answer, closed = await _answer_to(http, chunked, body)
+        assert answer.status_code == 413
+        assert (b"connection", b"close") in answer.headers
+        assert closed
+    assert (await backend.stats()).enqueued == 0
+
+
+async def test_an_answer_to_a_whole_body_keeps_the_connection(backend):
+    """A 415 comes after the whole (small) body was read: the connection stays usable."""
+    async with served(create_app(backend, max_body=1000)) as http:
+        body = b'{"payload": 1}'
+        said = [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
+        answer, _ = await _answer_to(http, said, body)
+        assert answer.status_code == 415
+        assert (b"connection", b"close") not in answer.headers
 
 
 async def test_an_unknown_job_is_404(backend):

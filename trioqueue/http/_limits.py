@@ -14,8 +14,9 @@ finish: a client that sends it again with the same id gets the job, once.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import trio
 
 from ._jobs import error
@@ -63,14 +64,20 @@ class Limits:
             await response(scope, receive, send)
             return
         started = False
+        body = _Body(self._max_body, _declared_length(scope))
 
         async def watched(message: Any) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if not body.read_whole:
+                    # what is left of the body would be read as the next request: a
+                    # client that is told so opens a new connection instead of waiting
+                    message = {**message, "headers": [*message["headers"], _CLOSE]}
             await send(message)
 
         with trio.move_on_after(self._timeout) as deadline:
-            async with self._buffered(receive) as replay, self._places:
+            async with self._buffered(receive, body) as replay, self._places:
                 await self._app(scope, replay, watched)
         if deadline.cancelled_caught and not started:
             response = error(
@@ -82,24 +89,26 @@ class Limits:
             await response(scope, receive, send)
 
     @asynccontextmanager
-    async def _buffered(self, receive: Receive) -> AsyncIterator[Receive]:
+    async def _buffered(self, receive: Receive, body: _Body) -> AsyncIterator[Receive]:
         """Read the whole body (at most *max_body* + 1 bytes); a receive that replays it.
 
-        The bytes stay taken from the budget until the request is done with them.
+        A body declared longer than *max_body* is not read at all: the app answers 413
+        from its length, and a client waiting for leave to send it (``Expect:
+        100-continue``) gets that answer at once. The bytes stay taken from the budget
+        until the request is done with them.
         """
         messages: list[Message] = []
         taken = 0
         try:
-            while True:
+            while not body.too_long:
                 message = await receive()
                 size = len(message.get("body", b""))
                 taken += await self._budget.take(size)
                 messages.append(message)
                 if message["type"] != "http.request" or not message.get("more_body"):
+                    body.read_whole = True
                     break
-                if sum(len(m.get("body", b"")) for m in messages) > self._max_body:
-                    # the app answers 413: no need for the rest
-                    break
+                body.read += size  # over max_body: the app answers 413, and the rest is not read
             replayed = iter(messages)
 
             async def replay() -> Message:
@@ -110,6 +119,32 @@ class Limits:
             yield replay
         finally:
             self._budget.give(taken)
+
+
+_CLOSE: Final = (b"connection", b"close")
+
+
+@attrs.define
+class _Body:
+    """How much of one request's body was read, and whether all of it."""
+
+    limit: int
+    declared: int  # by its Content-Length; 0 when it has none
+    read: int = 0
+    read_whole: bool = False
+
+    @property
+    def too_long(self) -> bool:
+        """Whether the body is known to be over the limit (the app answers 413)."""
+        return max(self.declared, self.read) > self.limit
+
+
+def _declared_length(scope: Scope) -> int:
+    """The body's length as its ``Content-Length`` declares it; 0 if it does not."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
 
 
 class _Budget:
