@@ -291,6 +291,9 @@ class Backend(Protocol):
     async def sweep(self) -> SweepReport:
         """Schedule stored jobs when there is room, recover expired claims, evict old records.
 
+        On Redis it also makes dead letters of the followers that a failed, dropped
+        or cancelled job left for later (its end makes a slice of them at once).
+
         Cancellation: a checkpoint; it works in slices, each finished once begun, so
         a cancelled sweep keeps the slices done before the cancellation (the next
         sweep does the rest).

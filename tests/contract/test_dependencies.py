@@ -287,3 +287,25 @@ async def test_followers_wait_and_go_on_in_the_order_they_came(make_backend, aut
     [claim] = await backend.claim(1, lease=30, block=0)
     assert await backend.ack(claim)
     assert await queue.job_ids("ready") == ["z", "a", "m", "b"]
+
+
+async def test_a_failed_parents_followers_end_depth_first_in_the_order_they_came(
+    make_backend, autojump_clock
+):
+    """A follower's own followers end before its next sibling does, on every backend
+    (Redis fails a long chain in slices, in this same order)."""
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue(0, id="root", max_attempts=1)
+    await queue.enqueue(1, id="a", after=["root"])
+    await queue.enqueue(2, id="b", after=["root"])
+    await queue.enqueue(3, id="a1", after=["a"])
+    await queue.enqueue(4, id="b1", after=["b"])
+
+    async def handler(job: trioqueue.Job) -> None:
+        raise RuntimeError("the root fails")
+
+    await run_until_done(backend, handler)
+    dead = [record.id for record in await queue.dead_letters()]
+    assert dead == ["root", "a", "a1", "b", "b1"]
+    await assert_conserved(backend)

@@ -290,20 +290,22 @@ class MemoryBase:
     def _fail_followers(self, entry: Entry, how: str, now: float) -> None:
         """*entry* ended without completing (*how*): the jobs after it become dead letters.
 
-        So do the jobs after those, and so on down.
+        So do the jobs after those, and so on down, depth first (a job's followers
+        before its next sibling), as on Redis; all at once here.
         """
-        ended = [(entry, how)]
-        while ended:
-            parent, how = ended.pop()
-            for follower_id in parent.followers:
-                follower = self._records.get(follower_id)
-                if not _waits_for(follower, parent.id):
-                    continue
-                assert follower is not None
-                self._deferred.pop(follower_id)
-                self._dead_at_once(follower, parent.id, how, now)
-                ended.append((follower, "never ran either"))
-            parent.followers.clear()
+        doomed = [(follower, entry.id, how) for follower in reversed(entry.followers)]
+        entry.followers.clear()
+        while doomed:
+            follower_id, parent, how = doomed.pop()
+            follower = self._records.get(follower_id)
+            if not _waits_for(follower, parent):
+                continue
+            assert follower is not None
+            self._deferred.pop(follower_id)
+            self._dead_at_once(follower, parent, how, now)
+            after = reversed(follower.followers)
+            doomed += [(then, follower_id, "never ran either") for then in after]
+            follower.followers.clear()
 
     def _dead_at_once(self, entry: Entry, parent: str, how: str, now: float) -> None:
         """Make *entry*, which never ran, a dead letter because job *parent* ended so (*how*)."""

@@ -43,7 +43,7 @@ SUFFIXES = (
     ".processing", ".claims", ".dead", ".unqueued", ".finished", ".stats", ".seq",
     ".config", ".suspects", ".held", ".retrying", ".wake", ".scheduled", ".events",
     ".priority+2", ".priority+1", ".priority-1", ".priority-2", ".expiry", ".deferred",
-    ".unique",
+    ".unique", ".failing",
 )  # fmt: skip
 """What a queue's own keys add to its name; no queue name may end with one."""
 JOB_INFIX = ".job:"
@@ -118,6 +118,9 @@ class RedisKeys:
     unique: str = ""
     """Hash of each unique key held (``enqueue(..., unique_key=...)``) to the id of the
     job holding it, while that job waits or runs."""
+    failing: str = ""
+    """List of the followers of jobs that ended without completing, still to be made
+    dead letters: the first slice goes at once, the rest at the sweeps that follow."""
     stream: str = ""
     """For a stream source (`for_stream`): the stream its jobs come from; else ''."""
     wake: str = ""
@@ -160,6 +163,7 @@ class RedisKeys:
             expiry=f"{queue}.expiry",
             deferred=f"{queue}.deferred",
             unique=f"{queue}.unique",
+            failing=f"{queue}.failing",
         )
         return keys
 
@@ -227,6 +231,7 @@ class RedisKeys:
             self.expiry,
             self.deferred,
             self.unique,
+            self.failing,
             *([self.stream, self.wake] if self.stream else []),
         ]
 

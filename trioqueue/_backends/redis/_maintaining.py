@@ -172,7 +172,7 @@ class Maintaining(RedisBase):
         return settings
 
     async def sweep(self) -> SweepReport:
-        """Recover expired claims, stamp unregistered ones, schedule, evict; see `Backend.sweep`.
+        """Recover claims, fail the followers left, schedule, evict; see `Backend.sweep`.
 
         Each script call does a bounded slice of the work (no call holds Redis
         for long, at any queue size); this calls again until nothing is left.

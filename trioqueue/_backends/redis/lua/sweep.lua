@@ -1,6 +1,7 @@
--- Recover expired claims, stamp unregistered processing entries, schedule stored
--- jobs, evict old finished records; each a bounded slice per call. ARGV[8]: seconds
--- before a stamped entry expires.
+-- Recover expired claims, stamp unregistered processing entries, make dead letters of
+-- the followers of failed jobs (see fail_followers), schedule stored jobs, evict old
+-- finished records; each a bounded slice per call. ARGV[8]: seconds before a stamped
+-- entry expires.
 -- A simple queue runs a job at most once: an expired claim whose handler may have
 -- started becomes a dead letter, not a retry.
 -- Returns {scheduled, recovered, evicted, 1 if work is left for another call else 0,
@@ -21,7 +22,7 @@ local function abandon(id)
   redis.call('LPUSH', K_DEAD, id)
   count('dead_lettered')
   ended(id)
-  fail_followers(id, ENDED_HOW.failed)
+  doom_followers(id, ENDED_HOW.failed)  -- failed below, with the others still to fail
 end
 
 touch()
@@ -105,6 +106,7 @@ if K_STREAM and redis.call('HGET', K_CONF, 'group') == '1'
     redis.call('HSET', K_CONF, 'xautoclaim', found[1])
   end
 end
+local failing = fail_pending(FAIL_SLICE)
 local scheduled, more, due = fill()
 local evicted = 0
 if MAX_AGE then
@@ -117,5 +119,5 @@ if MAX_AGE then
   more = more or #old == SLICE
 end
 count('recovered', recovered)
-more = more or #expired == 2 * RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
+more = more or failing or #expired == 2 * RECOVERY_SLICE or redis.call('LLEN', K_PROC) > SLICE
 return {scheduled, recovered, evicted, more and 1 or 0, due}

@@ -3,8 +3,8 @@
 -- type checked. All keys of a queue share one hash slot.
 -- KEYS: ready, processing, claims, dead, unqueued, finished, stats, sequence, config,
 --       suspects, held, retrying, scheduled, events, the ready lists of priorities
---       +2, +1, -1 and -2, expiry, deferred, unique; for a stream source also the
---       stream and its wake stream
+--       +2, +1, -1 and -2, expiry, deferred, unique, failing; for a stream source
+--       also the stream and its wake stream
 -- ARGV: job key prefix, clock ('' = the server's TIME), capacity,
 --       retention count ('' = none), retention age ('' = none), mode ('reliable' or
 --       'simple'), key TTL in seconds ('' = none), then taken out here: the caller's
@@ -36,17 +36,21 @@ local K_EXP = KEYS[19]
 local K_DEFER = KEYS[20]
 -- Each unique key held (add.lua) to the id of the job holding it, until it ends (ended).
 local K_UNIQUE = KEYS[21]
+-- Followers of jobs that ended without completing, still to be made dead letters
+-- (see fail_followers): each entry a follower, the job it waited for and how that ended.
+local K_FAIL = KEYS[22]
 -- Every key a script uses must hold what trioqueue puts there (or nothing yet): a key
 -- changed by hand is refused here, before any write, never half-way through a script.
 -- CHECKED (set ahead of this prelude) names the keys a script uses, by position, when
 -- it uses fewer than all (each TYPE costs a hot script several per cent of its time).
 local KINDS = {'list', 'list', 'zset', 'list', 'list', 'zset', 'hash', 'string', 'hash', 'list',
-  'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list', 'zset', 'zset', 'hash'}
+  'zset', 'set', 'zset', 'stream', 'list', 'list', 'list', 'list', 'zset', 'zset', 'hash',
+  'list'}
 local checked = CHECKED or {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-  20, 21}
-if KEYS[22] then
-  KINDS[22], KINDS[23] = 'stream', 'stream'
-  checked[#checked + 1], checked[#checked + 2] = 22, 23
+  20, 21, 22}
+if KEYS[23] then
+  KINDS[23], KINDS[24] = 'stream', 'stream'
+  checked[#checked + 1], checked[#checked + 2] = 23, 24
 end
 -- The refusal of key i, if it holds what this queue does not keep there; else nil.
 local function wrong_kind(i)
@@ -77,7 +81,7 @@ local SIMPLE = ARGV[6] == 'simple'
 local MIN_IDLE = tonumber(table.remove(ARGV, 8))
 -- A stream source: jobs come from K_STREAM through consumer group GROUP, which this
 -- process reads as CONSUMER; the ready list holds only jobs to deliver again.
-local K_STREAM, K_WAKE = KEYS[22], KEYS[23]
+local K_STREAM, K_WAKE = KEYS[23], KEYS[24]
 local GROUP = table.remove(ARGV, 8)
 local CONSUMER = table.remove(ARGV, 8)
 local GROUP_START = table.remove(ARGV, 8)
@@ -98,7 +102,7 @@ local agreed = redis.call('HMGET', K_CONF, 'capacity', 'mode', 'key_ttl', 'wake'
   'born', 'paused', 'rate', 'rate_tat', 'key_rate')
 -- A stream's group keeps its keys under '<stream>:<group>', the names a list queue of
 -- that name has too: the keys belong to the kind of source that wrote first.
-local SOURCE = KEYS[22] and 'stream' or 'list'
+local SOURCE = KEYS[23] and 'stream' or 'list'
 if agreed[5] and agreed[5] ~= SOURCE then
   return redis.error_reply('TRIOQUEUE_SOURCE ' .. agreed[5])
 end

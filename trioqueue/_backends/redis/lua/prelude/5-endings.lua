@@ -95,18 +95,43 @@ local function dead_at_once(id, parent, how)
 end
 
 -- Job id ended without completing (how): the jobs that waited for it become dead
--- letters, and so do the jobs after those, and so on down.
-local function fail_followers(id, how)
-  local todo = {{id, how}}
-  while #todo > 0 do
-    local parent, parent_how = unpack(table.remove(todo))
-    for _, follower in ipairs(take_followers(parent)) do
-      if waits_for(follower, parent) then
-        dead_at_once(follower, parent, parent_how)
-        todo[#todo + 1] = {follower, 'never ran either'}
-      end
+-- letters, and so do the jobs after those, and so on down. A slice of them at once,
+-- the rest (after a failed root of a long chain, or of a wide fan-out) at the sweeps
+-- that follow: one script never holds Redis for long, whatever the graph's size. Until
+-- then they stay deferred, where nothing runs them.
+local FAIL_SLICE = 500  -- about fifteen commands each: a slice takes Redis ~10 ms
+
+-- The jobs that waited for job parent, taken off its record, put on top of the
+-- followers still to fail, the first that came on top.
+local function doom_followers(parent, how)
+  local followers = take_followers(parent)
+  for i = #followers, 1, -500 do  -- unpack takes a few thousand values at most
+    local entries = {}
+    for j = i, math.max(i - 499, 1), -1 do
+      entries[#entries + 1] = cjson.encode({followers[j], parent, how})
+    end
+    redis.call('RPUSH', K_FAIL, unpack(entries))
+  end
+end
+
+-- Make the next of the followers still to fail dead letters, at most budget of them
+-- (depth first: a job's followers before its next sibling); whether any are left.
+local function fail_pending(budget)
+  for _ = 1, budget do
+    local entry = redis.call('RPOP', K_FAIL)
+    if not entry then return false end
+    local follower, parent, how = unpack(cjson.decode(entry))
+    if waits_for(follower, parent) then
+      dead_at_once(follower, parent, how)
+      doom_followers(follower, 'never ran either')
     end
   end
+  return redis.call('EXISTS', K_FAIL) == 1
+end
+
+local function fail_followers(id, how)
+  doom_followers(id, how)
+  fail_pending(FAIL_SLICE)
 end
 
 -- End a job no claim holds as cancelled (cancel.lua; a cancelled job given back).
