@@ -83,7 +83,7 @@ def start(kind: str) -> tuple[subprocess.Popen[str], str]:
     else:
         command = [
             sys.executable, "-m", "trioqueue", "-q", "serve", "--bind", f"127.0.0.1:{port}",
-            "--capacity", "1000000",
+            "--memory", "--capacity", "1000000",
         ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None

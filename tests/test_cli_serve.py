@@ -39,6 +39,8 @@ def start(
     Once it listens: the URL is on 127.0.0.1, which reaches a wildcard *host* too.
     """
     port = free_port()
+    if env is None:  # the Redis and queue a developer exported are not the test's
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRIOQUEUE_")}
     process = subprocess.Popen(
         [sys.executable, "-m", "trioqueue", "serve", "--bind", f"{host}:{port}", *args],
         cwd=HERE,
@@ -144,7 +146,7 @@ def test_serve_refuses_a_bind_other_hosts_reach_unless_it_has_a_token_or_is_told
         ((), admin, "s3cret", False),
         (("--ingest-token", "in-token"), None, "in-token", False),
     ):
-        process, base = start(*args, host="0.0.0.0", env=env)
+        process, base = start("--memory", *args, host="0.0.0.0", env=env)
         try:
             anonymous_send = post(base, {"id": "e0", "payload": 0})[0]
             assert anonymous_send == (201 if anonymous else 401)
@@ -160,7 +162,7 @@ def test_serve_refuses_a_bind_other_hosts_reach_unless_it_has_a_token_or_is_told
 
 
 def test_serve_answers_to_its_own_names_and_refuses_others():
-    process, base = start("--allowed-host", "jobs.example")
+    process, base = start("--memory", "--allowed-host", "jobs.example")
     try:
         for host, status in (
             ("jobs.example", 200),
@@ -180,20 +182,76 @@ def test_serve_answers_to_its_own_names_and_refuses_others():
         process.communicate(timeout=30)
 
 
-def test_serve_without_a_redis_url_never_reads_one_from_the_environment(monkeypatch):
-    monkeypatch.setenv("TRIOQUEUE_REDIS_URL", "redis://127.0.0.1:1")
-    process, base = start()
+async def test_serve_takes_the_redis_url_and_queue_from_the_environment(redis_server):
+    """As every other command does: exported for the tutorial's commands, they are
+    what serve stores its jobs in, not a memory backend that loses them."""
+    queue = "{web-" + os.urandom(4).hex() + "}"
+    env = {**os.environ, "TRIOQUEUE_REDIS_URL": redis_server.url, "TRIOQUEUE_QUEUE": queue}
+    process, base = start(env=env)
+    try:
+        assert post(base, {"id": "e1", "payload": {"to": "a"}})[0] == 201
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    async with trioqueue.RedisBackend(redis_server.url, queue=queue) as backend:
+        record = await backend.status("e1")
+    assert record is not None, "serve did not store the job in the queue the variables name"
+    assert record.state is trioqueue.JobState.RECEIVED
+
+
+def _refused(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``trioqueue serve ARGS``, which is expected to refuse to start."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRIOQUEUE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "trioqueue", "serve", "--bind", f"127.0.0.1:{free_port()}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**clean, **(env or {})},
+        cwd=HERE,
+    )
+
+
+def test_in_memory_without_a_handler_it_refuses_to_start_unless_told_memory():
+    """Nothing would run the jobs, and they would die with the process: a 201 must
+    not mean that unless the user asked for it."""
+    refused = _refused()
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stdout == ""  # it never listened
+    said = refused.stderr
+    assert "nothing in this process would run the jobs" in said
+    assert "lost when it stops" in said
+    for way in ("--redis", "TRIOQUEUE_REDIS_URL", "--handler", "--memory"):
+        assert way in said, said
+    process, base = start("--memory")
+    try:
+        assert post(base, {"id": "e1", "payload": {}})[0] == 201
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+
+
+def test_memory_is_memory_whatever_the_environment_names_and_not_beside_redis():
+    process, base = start(
+        "--memory", env={**os.environ, "TRIOQUEUE_REDIS_URL": "redis://127.0.0.1:1"}
+    )
     try:
         assert get(base, "/readyz") == {"ready": True}  # in memory: nothing to reach
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
     assert process.returncode == 0
+    both = _refused("--memory", "--redis", "redis://127.0.0.1:1", "--queue", "{q}")
+    assert both.returncode == 2
+    assert "--memory" in both.stderr
+    assert "--redis" in both.stderr
 
 
 def test_in_memory_without_a_handler_it_warns_and_a_stop_with_jobs_left_exits_3():
     """Nothing in this process runs the jobs: the service says so, and counts the loss."""
-    process, base = start()
+    process, base = start("--memory")
     try:
         assert post(base, {"id": "e1", "payload": {}})[0] == 201
     finally:
@@ -206,7 +264,7 @@ def test_in_memory_without_a_handler_it_warns_and_a_stop_with_jobs_left_exits_3(
 
 def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503():
     """No handler, a client that never stops: the backlog stops at --max-memory."""
-    process, base = start("--max-memory", "1", "--capacity", "2")
+    process, base = start("--memory", "--max-memory", "1", "--capacity", "2")
     payload = {"blob": "x" * 200_000}  # five of them fill 1 MiB
     try:
         statuses = [post(base, {"id": f"big-{n}", "payload": payload})[0] for n in range(8)]
@@ -240,7 +298,7 @@ def test_in_memory_the_jobs_held_are_bounded_and_past_the_bound_it_answers_503()
 
 def test_hypercorns_start_line_shows_once_and_not_with_quiet():
     for quiet, times in (((), 1), (("-q",), 0)):
-        process, _ = start(*quiet)
+        process, _ = start("--memory", *quiet)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
         assert err.count("Running on") == times, err

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[str]:
-    process, base = start("--admin-token", "schema-test")
+    process, base = start("--memory", "--admin-token", "schema-test")
     try:
         yield base
     finally:

@@ -161,12 +161,12 @@ def add_serve(commands: argparse._SubParsersAction[Parser]) -> None:
         help="run the HTTP ingest service (POST /jobs), with --handler its workers too",
         description="Serve the HTTP API (POST /jobs, GET /jobs/ID, /stats, /healthz, /readyz, "
         "/openapi.json) and a live dashboard at / (the gauges, throughput, latency, the dead "
-        "letters with requeue and purge, a job lookup) on a queue in memory, or on Redis "
-        "with --redis and --queue. With "
+        "letters with requeue and purge, a job lookup) on Redis with --redis and --queue "
+        "($TRIOQUEUE_REDIS_URL and $TRIOQUEUE_QUEUE), or on a queue in memory. With "
         "--handler, a worker pool runs the jobs in the same process (in memory it is "
-        "needed: nothing else runs them). SIGTERM or SIGINT stops accepting, finishes "
-        "requests in flight, then stops the pool; exit status 3: jobs were cut short "
-        "or, in memory, lost.",
+        "needed: nothing else runs them, so without it serve asks for --memory). SIGTERM "
+        "or SIGINT stops accepting, finishes requests in flight, then stops the pool; exit "
+        "status 3: jobs were cut short or, in memory, lost.",
     )
     serve.add_argument(
         "--bind",
@@ -233,10 +233,17 @@ def add_serve(commands: argparse._SubParsersAction[Parser]) -> None:
         help="show the last error's traceback in records over HTTP (by default its type and "
         "message only)",
     )
-    # not from the environment: as for demo, a variable exported for the other commands
-    # must not turn a service in memory into one on that Redis
-    add_redis_url_options(serve, environment=False)
+    # from the environment as every command that stores jobs: a service in memory is
+    # asked for by name (--memory), never the fallback of a variable not exported
+    add_redis_url_options(serve)
     add_queue_option(serve)
+    serve.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep the jobs in this process's memory, whatever $TRIOQUEUE_REDIS_URL says: "
+        "they are lost when it stops, and without --handler nothing runs them (to try "
+        "the API); without --redis, the variable or --handler, serve refuses to start",
+    )
     add_shards_option(serve)
     serve.add_argument(
         "--capacity", type=positive_int, help="ready-queue capacity (memory default: 1000)"

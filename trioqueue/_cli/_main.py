@@ -46,6 +46,20 @@ def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=max(logging.DEBUG, min(level, logging.CRITICAL)), handlers=[handler])
 
 
+def _check_memory_alone(args: argparse.Namespace) -> None:
+    """``serve --memory`` names no Redis: refuse one given beside it."""
+    given = [
+        option
+        for option, value in (("--redis", args.redis), ("--redis-url-file", args.redis_url_file))
+        if value is not None
+    ]
+    if given:
+        raise UsageError(
+            f"--memory keeps the jobs in this process, and {' and '.join(given)} names a "
+            "Redis to keep them in: give one or the other"
+        )
+
+
 def _leaf(error: BaseException) -> BaseException:
     """The one error inside nested single-error groups (a nursery wraps what it raises)."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
@@ -68,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             optional_redis = args.command in ("demo", "serve")  # in memory without it
             if not optional_redis:
                 resolve_queue(args)
-            if hasattr(args, "redis"):
+            if getattr(args, "memory", False):
+                _check_memory_alone(args)
+            elif hasattr(args, "redis"):
                 resolve_redis_url(args, required=not optional_redis)
             if args.command == "serve" and args.redis is not None:
                 resolve_queue(args)

@@ -2,13 +2,14 @@
 
 Seed 003's whole service in one command: HTTP → ingest → store → workers, with
 the sweeper. The backend is in memory (one process) unless ``--redis`` names a
-queue. SIGTERM or SIGINT stops accepting connections and lets requests in flight
-finish; then the pool (if any) stops: on Redis with ``--grace`` for running
-handlers, every unfinished job going back on the queue; in memory it is given
-``--grace`` seconds to finish every job accepted, and what is left is lost with
-the process (said in the log, with the count, and exit status 3). In memory with
-no ``--handler`` nothing runs the jobs: it says so when it starts, and counts
-them as lost when it stops.
+queue (or ``TRIOQUEUE_REDIS_URL`` does, as for every command). SIGTERM or SIGINT
+stops accepting connections and lets requests in flight finish; then the pool
+(if any) stops: on Redis with ``--grace`` for running handlers, every unfinished
+job going back on the queue; in memory it is given ``--grace`` seconds to finish
+every job accepted, and what is left is lost with the process (said in the log,
+with the count, and exit status 3). In memory with no ``--handler`` nothing runs
+the jobs: it starts so only when told ``--memory``, says so when it starts, and
+counts them as lost when it stops.
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ async def run_serve(args: argparse.Namespace) -> int:
             "send jobs and read every job's payload, result and error: give --ingest-token "
             f"or --admin-token (or {INGEST_TOKEN_ENV}, {ADMIN_TOKEN_ENV}), bind to "
             "127.0.0.1, or add --insecure if a proxy in front guards it"
+        )
+    if args.redis is None and not args.handler and not args.memory:
+        raise UsageError(
+            "no Redis and no --handler: the jobs would be kept in this process's memory, "
+            "nothing in this process would run the jobs, and they would be lost when it "
+            "stops. Give --redis URL and --queue NAME (or set TRIOQUEUE_REDIS_URL and "
+            "TRIOQUEUE_QUEUE) to store them for workers of their own, --handler "
+            "MODULE:HANDLER to run them here, or --memory to serve a queue in memory all "
+            "the same (to try the API)"
         )
     if args.redis is not None and args.max_memory is not None:
         raise UsageError(
