@@ -834,17 +834,18 @@ async def test_a_suspect_over_its_keys_limit_stays_a_suspect_and_others_go_ahead
 async def test_a_key_with_a_century_of_promised_starts_is_kept_not_an_error(
     redis_server: RedisServer,
 ):
-    """Many jobs waiting under a long window promise starts further off than SET PX
-    takes (2^63 ms): the key's times are kept for at most 2^50 ms instead."""
+    """Many jobs waiting under a long window are given turns further off than SET PX
+    takes (2^63 ms): the key's times and its line are kept for at most 2^50 ms instead."""
     yearly = trioqueue.RateLimit(1, per=366 * 86_400.0)
     async with trioqueue.RedisBackend(
         redis_server.url, queue=queue_name(), min_idle=5, clock=lambda: 1000.0
     ) as backend:
         queue = Queue(backend)
         await queue.set_rate_limits(per_key=yearly)
-        # as if 10^9 jobs of key k waited for their turns, one a year
+        # as if 10^9 jobs of key k had started, one a year
+        started = 1000 + 1e9 * yearly.per
         async with coredis.Redis.from_url(redis_server.url) as client:
-            await client.set(backend._keys.rate_key("k"), f"1000 1000000000 {yearly.stored()}")
+            await client.set(backend._keys.rate_key("k"), f"{started!r} {yearly.stored()}")
         late = await queue.enqueue("late", rate_key="k")
         assert await backend.claim(1, lease=5, block=0) == []  # its turn is far off
         record = await queue.status(late.id)
@@ -852,7 +853,9 @@ async def test_a_key_with_a_century_of_promised_starts_is_kept_not_an_error(
         assert record.state is JobState.SCHEDULED
         async with coredis.Redis.from_url(redis_server.url) as client:
             kept = await client.pttl(backend._keys.rate_key("k"))
+            line_kept = await client.pttl(backend._keys.rate_line("k"))
         assert 2**50 - 60_000 <= kept <= 2**50
+        assert 2**50 - 60_000 <= line_kept <= 2**50
 
 
 async def test_rate_limits_keep_whole_bursts_on_the_servers_own_clock(redis_server: RedisServer):

@@ -21,12 +21,10 @@ __all__ = [
     "EPSILON",
     "LONGEST_WINDOW",
     "MOST_STARTS",
-    "KeyTimes",
+    "KeyLine",
     "RateLimit",
     "RateLimits",
     "charge",
-    "given_back",
-    "key_start",
     "parse_rate",
     "room",
     "start_at",
@@ -212,44 +210,56 @@ def charge(tat: float, now: float, limit: RateLimit, starts: int = 1) -> float:
     return max(tat, now) + starts * limit.interval
 
 
-@attrs.frozen
-class KeyTimes:
-    """What a per-key limit keeps for one key.
+@attrs.define
+class KeyLine:
+    """What a per-key limit keeps for one key: the starts made, and the line waiting.
 
     *started* is the theoretical arrival time of the starts made: every start is
-    checked against it, so the starts made keep the limit exactly. *pending*
-    counts the jobs that were over the limit and wait for a start promised to
-    them, one after another: a flood of one key's jobs is spread out once, not
-    woken all together, and a newcomer waits behind them.
+    checked against it, so the starts made keep the limit exactly. *waiting*
+    holds the jobs that were over the limit, in the order they came, each with
+    its ticket. A job starts only when the limit has room for it and for every
+    job ahead of it in the line: a key's jobs start in the order they came, a
+    newcomer waits behind the line, and a job that wakes late to its turn takes
+    the next free start, not a place at the back. The Redis claim script keeps
+    the same line in a sorted set (``lua/prelude/2-rates.lua``).
     """
 
     started: float = -math.inf
-    pending: int = 0
+    waiting: dict[str, int] = attrs.field(factory=dict)
+    tickets: int = 0
+
+    def ahead(self, job_id: str) -> int:
+        """How many wait ahead of *job_id* in the line (all of them for one not in it).
+
+        Counted from the tickets: a job that left from the middle (cancelled) still
+        counts until the line moves past it, which only makes a wait a little long.
+        """
+        ticket = self.waiting.get(job_id)
+        if ticket is None:
+            return len(self.waiting)
+        head = next(iter(self.waiting.values()))
+        return min(ticket - head, len(self.waiting) - 1)
+
+    def turn(self, job_id: str, now: float, limit: RateLimit) -> float | None:
+        """Whether *job_id* may start at *now*.
+
+        None if so (the start is charged and it leaves the line), else when to look
+        again (it joins the line if new).
+        """
+        ahead = self.ahead(job_id)
+        if room(self.started, now, limit) > ahead:
+            self.started = charge(self.started, now, limit)
+            self.waiting.pop(job_id, None)
+            return None
+        if job_id not in self.waiting:
+            self.tickets += 1
+            self.waiting[job_id] = self.tickets
+        return start_at(max(self.started, now) + ahead * limit.interval, now, limit)
+
+    def leave(self, job_id: str) -> None:
+        """*job_id* waits no more (cancelled): the jobs behind it move up."""
+        self.waiting.pop(job_id, None)
 
     def forgettable(self, now: float) -> bool:
         """Whether the key limits nothing now, as a key never seen."""
-        return self.pending == 0 and self.started <= now
-
-
-def key_start(
-    times: KeyTimes, now: float, limit: RateLimit, *, promised: bool
-) -> tuple[KeyTimes, float | None]:
-    """Whether one job of a rate-limited key may start at *now*.
-
-    *promised* says the job waited for a start promised to it: it starts if the
-    starts made allow one. Another job starts only if they allow one beyond
-    the jobs waiting for theirs. Returns the key's times after the decision,
-    and None when the job starts now, else when it is promised its start: after
-    those of the jobs waiting already (a promised job that came late, behind
-    another late one, goes to the back of the line).
-    """
-    pending = max(times.pending - 1, 0) if promised else times.pending
-    if room(times.started, now, limit) > (0 if promised else pending):
-        return KeyTimes(charge(times.started, now, limit), pending), None
-    due = start_at(max(times.started, now) + pending * limit.interval, now, limit)
-    return KeyTimes(times.started, pending + 1), due
-
-
-def given_back(times: KeyTimes) -> KeyTimes:
-    """The key's times once a job promised a start ends without it (cancelled)."""
-    return attrs.evolve(times, pending=max(times.pending - 1, 0))
+        return not self.waiting and self.started <= now

@@ -224,3 +224,94 @@ async def test_the_widest_and_busiest_limits_the_backends_take_still_limit(
         assert record.state is JobState.SCHEDULED
         assert record.due_at == pytest.approx(record.created_at + turn * 366 * 86_400, abs=10)
     await assert_conserved(backend)
+
+
+async def claimed_ns(backend: trioqueue.Backend) -> list[int]:
+    """The ``n`` of each job one claim takes now (it waits for none)."""
+    return [claim.job.payload["n"] for claim in await backend.claim(8, lease=60, block=0)]
+
+
+@pytest.mark.not_on_stream
+async def test_a_start_promised_to_a_waiting_job_is_not_taken_by_a_newcomer(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(1, per=2.0))
+    began = trio.current_time()
+    await queue.enqueue_many([{"n": 0}, {"n": 1}], rate_key="k")
+    assert await claimed_ns(backend) == [0]  # 1 is promised the start at 2 s
+    await trio.sleep_until(began + 2.0)
+    # a newcomer of the key, first in line for a claim (high priority), arrives as
+    # the promised start comes: the start is 1's, the newcomer waits its turn
+    late = await queue.enqueue({"n": 2}, rate_key="k", priority=2)
+    assert await claimed_ns(backend) == [1]
+    record = await queue.status(late.id)
+    assert record is not None
+    assert record.state is JobState.SCHEDULED
+    assert record.due_at is not None
+    assert record.due_at - record.created_at == pytest.approx(2.0, abs=0.01)
+    await trio.sleep_until(began + 4.0)
+    assert await claimed_ns(backend) == [2]
+    await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream
+async def test_a_late_claim_takes_the_next_free_start_and_the_keys_order_holds(
+    make_backend, autojump_clock
+):
+    """A start taken late (30 ms after it was due) moves the key's later starts on by
+    as much: each of its jobs then starts an interval after the last, in the order
+    they came; none is sent to the back of the line for having woken on time."""
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(5, per=1.0))
+    began = trio.current_time()
+    await queue.enqueue_many([{"n": n} for n in range(8)], rate_key="k")
+    assert await claimed_ns(backend) == [0]
+    await trio.sleep_until(began + 0.23)
+    starts: list[tuple[float, int]] = []
+    while len(starts) < 7 and trio.current_time() < began + 5:
+        # a pool that looks every 10 ms
+        now = trio.current_time() - began
+        starts += [(now, n) for n in await claimed_ns(backend)]
+        await trio.sleep(0.01)
+    assert [n for _, n in starts] == list(range(1, 8)), (
+        f"a rate key's jobs started out of the order they came: {starts}"
+    )
+    for k, (at, n) in enumerate(starts):
+        assert at == pytest.approx(0.23 + 0.2 * k, abs=0.015), (
+            f"job {n} started at {at:.2f} s, not at the key's next free start"
+        )
+    await assert_conserved(backend)
+
+
+@pytest.mark.not_on_stream
+@pytest.mark.parametrize("workers", [1, 8])
+async def test_a_backlog_on_one_key_starts_at_its_rate_in_the_order_it_came(
+    make_backend, autojump_clock, workers
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.set_rate_limits(per_key=RateLimit(5, per=1.0))
+    await queue.enqueue_many([{"n": n} for n in range(20)], rate_key="A")
+    began = trio.current_time()
+    starts: list[tuple[float, int]] = []
+
+    async def handler(job: trioqueue.Job) -> None:
+        starts.append((trio.current_time() - began, job.payload["n"]))
+        await trio.sleep(0.01)  # a handler that takes time, far less than an interval
+
+    with trio.fail_after(30):
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=workers, poll_interval=0.5
+        ) as pool:
+            pool.mark_producer_finished()
+            await pool.wait_stopped()
+    assert [n for _, n in starts] == list(range(20)), "started out of the order they came"
+    times = [t for t, _ in starts]
+    assert most_in_a_window(times, 1.0) <= 5
+    # every start used: 5 in each second of the backlog, the last at 3.8 s
+    for second in range(4):
+        assert sum(1 for t in times if second - 1e-3 <= t < second + 1 - 1e-3) == 5, times
+    await assert_conserved(backend)

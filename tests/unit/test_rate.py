@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trioqueue import RateLimit, RateLimits
-from trioqueue._rate import KeyTimes, charge, given_back, key_start, parse_rate, room
+from trioqueue._rate import KeyLine, charge, parse_rate, room
 
 limits = st.builds(
     RateLimit,
@@ -65,29 +65,39 @@ def test_the_queue_limit_never_lets_more_through_than_it_says(limit, base, asks)
     arrivals=st.lists(st.floats(0, 2), min_size=1, max_size=40),
     lateness=st.lists(st.floats(0, 3), min_size=1, max_size=40),
 )
-def test_a_key_limit_holds_however_late_jobs_come_to_their_turn(limit, base, arrivals, lateness):
-    # jobs of one key arrive at random; one over the limit waits for the start it is
-    # given, and comes to it late by a random amount (a busy queue, a slow claim)
-    events: list[tuple[float, int, bool]] = []
+def test_a_keys_line_keeps_its_limit_and_its_order_however_late_jobs_wake(
+    limit, base, arrivals, lateness
+):
+    # jobs of one key arrive at random; one over the limit waits in the key's line
+    # for the turn it is given, and wakes to it late by a random amount (a busy
+    # queue, a slow claim); one that wakes before its turn looks again
+    events: list[tuple[float, int]] = []
     now = base
     for n, gap in enumerate(arrivals):
         now += gap * limit.interval
-        heapq.heappush(events, (now, n, False))
-    times, started, tries = KeyTimes(), [], 0
+        heapq.heappush(events, (now, n))
+    line, started, order, tries = KeyLine(), [], [], 0
     while events:
-        at, n, promised = heapq.heappop(events)
-        times, wait_until = key_start(times, at, limit, promised=promised)
+        at, n = heapq.heappop(events)
+        wait_until = line.turn(str(n), at, limit)
         tries += 1
         if wait_until is None:
             started.append(at)
+            order.append(n)
         else:
             assert wait_until > at
             late = lateness[tries % len(lateness)] * limit.interval
-            heapq.heappush(events, (wait_until + late, n, True))
+            heapq.heappush(events, (wait_until + late, n))
         assert tries < 100 * len(arrivals), "a job never got its turn"
     assert len(started) == len(arrivals)
     assert most_in_a_window(started, limit) <= limit.most_in_any_window
-    assert times.pending == 0
+    assert not line.waiting
+    if limit.burst == 1:
+        # a job that woke late to its turn kept its place: the key's jobs started in
+        # the order they came to the key's limit (under a burst a job may start
+        # beside those ahead of it, while the limit has room for them all)
+        came = sorted(range(len(arrivals)), key=lambda n: (sum(arrivals[: n + 1]), n))
+        assert order == came
 
 
 @settings(max_examples=300, deadline=None)
@@ -101,53 +111,52 @@ def test_a_burst_is_whole_and_a_wait_is_never_now_at_any_clock(limit, base, offs
         tat = charge(tat, now, limit)
     assert room(tat, now, limit) == 0
     # and the next start it gives is later than now, when it is allowed
-    times = KeyTimes(started=tat)
-    times, due = key_start(times, now, limit, promised=False)
+    line = KeyLine(started=tat)
+    due = line.turn("next", now, limit)
     assert due is not None
     assert due > now
-    times, again = key_start(times, due, limit, promised=True)
-    assert again is None
+    assert line.turn("next", due, limit) is None
 
 
 def test_a_flood_of_one_key_is_spread_out_once():
-    # 100 jobs at once, 10 per second, no burst: each is given its own start, the
+    # 100 jobs at once, 10 per second, no burst: each is given its own turn, the
     # first at once, then one every 0.1 s; on time, none is turned away twice
-    limit, times, dues = RateLimit(10), KeyTimes(), []
-    for _ in range(100):
-        times, due = key_start(times, 0.0, limit, promised=False)
+    limit, line, dues = RateLimit(10), KeyLine(), []
+    for n in range(100):
+        due = line.turn(str(n), 0.0, limit)
         dues.append(0.0 if due is None else due)
     assert dues == pytest.approx([n / 10 for n in range(100)])
-    assert times.pending == 99
-    for due in dues[1:]:
-        times, again = key_start(times, due, limit, promised=True)
-        assert again is None
-    assert times.pending == 0
+    assert len(line.waiting) == 99
+    for n, due in enumerate(dues[1:], start=1):
+        assert line.turn(str(n), due, limit) is None
+    assert not line.waiting
 
 
-def test_a_newcomer_waits_behind_the_promised_and_a_cancelled_one_gives_its_start_back():
-    limit, times = RateLimit(1, per=60.0), KeyTimes()
-    times, _ = key_start(times, 0.0, limit, promised=False)  # starts
-    times, second = key_start(times, 0.0, limit, promised=False)
-    times, third = key_start(times, 0.0, limit, promised=False)
+def test_a_newcomer_waits_behind_the_line_and_a_cancelled_one_gives_its_turn():
+    limit, line = RateLimit(1, per=60.0), KeyLine()
+    assert line.turn("first", 0.0, limit) is None  # starts
+    second = line.turn("second", 0.0, limit)
+    third = line.turn("third", 0.0, limit)
     assert (second, third) == (60.0, 120.0)
-    times = given_back(times)  # the third is cancelled
-    times, fourth = key_start(times, 1.0, limit, promised=False)
-    assert fourth == 120.0  # the third's start, not a fourth minute
-    # two promised jobs that come late together: one starts, the other waits its turn
-    times, late = key_start(times, 130.0, limit, promised=True)
-    assert late is None
-    times, later = key_start(times, 130.0, limit, promised=True)
-    assert later == 190.0
-    assert times.pending == 1
+    line.leave("third")  # cancelled
+    fourth = line.turn("fourth", 1.0, limit)
+    assert fourth == 120.0  # the third's turn, not a fourth minute
+    # the second wakes late: it takes the next start, and the fourth, on time for
+    # the turn it was given, waits behind it for the start after
+    assert line.turn("fourth", 120.0, limit) == 120.0 + 60.0
+    assert line.turn("second", 130.0, limit) is None
+    assert line.turn("fourth", 180.0, limit) == 190.0
+    assert line.turn("fourth", 190.0, limit) is None
+    assert not line.waiting
 
 
 def test_a_burst_lets_that_many_start_at_once():
     assert room(-float("inf"), 5.0, RateLimit(10, burst=4)) == 4
     assert room(-float("inf"), 5.0, RateLimit(10)) == 1
     assert room(charge(-float("inf"), 5.0, RateLimit(10), 1), 5.0, RateLimit(10)) == 0
-    assert KeyTimes(2.0, 0).forgettable(2.0)
-    assert not KeyTimes(2.0, 0).forgettable(1.5)
-    assert not KeyTimes(2.0, 1).forgettable(5.0)
+    assert KeyLine(2.0).forgettable(2.0)
+    assert not KeyLine(2.0).forgettable(1.5)
+    assert not KeyLine(2.0, {"waiting": 1}).forgettable(5.0)
 
 
 @pytest.mark.parametrize(

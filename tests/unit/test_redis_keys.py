@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from trioqueue import ConfigurationError
 from trioqueue._backends.redis._keys import (
-    JOB_INFIX,
-    RATE_INFIX,
+    INFIXES,
     SUFFIXES,
     RedisKeys,
     hash_slot,
@@ -48,7 +47,7 @@ def test_hash_tag_follows_the_cluster_rule(key, tag):
 @given(
     name=st.text(min_size=1, max_size=30).filter(
         # names holding an infix are refused
-        lambda s: "{" not in s and "}" not in s and JOB_INFIX not in s and RATE_INFIX not in s
+        lambda s: "{" not in s and "}" not in s and all(infix not in s for infix in INFIXES)
     )
 )
 def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
@@ -57,6 +56,7 @@ def test_a_tagged_queue_keeps_every_key_on_one_slot(name):
     assert slots == {hash_slot(name)}
     assert hash_slot(keys.job_prefix + "any {odd} id") == hash_slot(name)
     assert hash_slot(keys.rate_key("any {odd} key")) == hash_slot(name)
+    assert hash_slot(keys.rate_line("any {odd} key")) == hash_slot(name)
 
 
 def test_any_name_makes_keys_for_a_single_server():
@@ -96,6 +96,7 @@ def test_no_key_of_a_queue_is_accepted_as_the_name_of_another():
         *(key for role, key in keys.all_keys().items() if role != "ready"),
         "{a}.job:r1",
         keys.rate_key("customer-1"),
+        keys.rate_line("customer-1"),
     ]
     for name in taken:
         with pytest.raises(ConfigurationError, match="is a key of another queue"):
@@ -104,7 +105,7 @@ def test_no_key_of_a_queue_is_accepted_as_the_name_of_another():
 
 # a name, and another that extends it: the shapes in which two queues' keys could meet
 extensions = st.sampled_from(
-    [*SUFFIXES, JOB_INFIX, RATE_INFIX, ".job", ".rate", ".", ""]
+    [*SUFFIXES, *INFIXES, ".job", ".rate", ".rateline", ".", ""]
 ) | st.text(max_size=6)
 
 
@@ -117,7 +118,12 @@ def test_two_accepted_names_never_share_a_key(tag, name, extension, tail):
             return None
         named = {k for role, k in keys.all_keys().items() if role != "job_prefix"}
         ids = ("j", tail, extension + tail)
-        return named | {keys.job_prefix + i for i in ids} | {keys.rate_key(i) for i in ids}
+        return (
+            named
+            | {keys.job_prefix + i for i in ids}
+            | {keys.rate_key(i) for i in ids}
+            | {keys.rate_line(i) for i in ids}
+        )
 
     first, second = tag + name, tag + name + extension + tail
     a, b = keys_of(first), keys_of(second)

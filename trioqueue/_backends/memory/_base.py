@@ -13,7 +13,7 @@ import trio
 from ..._backend_values import Claim, checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
-from ..._rate import KeyTimes, RateLimits, given_back
+from ..._rate import KeyLine, RateLimits
 from ..._records import JobState, Retention
 from .._waiters import Waiters
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
@@ -61,7 +61,7 @@ class MemoryBase:
         self._paused = False  # see pause
         self._rates = RateLimits()  # see set_rate_limits
         self._queue_tat = -math.inf  # the queue limit's theoretical arrival time
-        self._key_times: dict[str, KeyTimes] = {}  # each rate key's, while it limits
+        self._key_lines: dict[str, KeyLine] = {}  # each rate key's, while it limits
         self._forget_keys_at = 1024  # how many key times a claim sweeps forgettable ones at
         self._waiters = Waiters()  # finished() calls
         self._metrics = Metrics(self._gauges)
@@ -260,9 +260,8 @@ class MemoryBase:
         """End *entry*, which no claim holds, as cancelled."""
         self._deferred.pop(entry.id, None)
         key = entry.rate_key
-        if entry.promised and key is not None and key in self._key_times:
-            # the start its key promised it goes to the next in line
-            self._key_times[key] = given_back(self._key_times[key])
+        if entry.promised and key is not None and key in self._key_lines:
+            self._key_lines[key].leave(entry.id)  # the jobs behind it move up
         entry.promised = False
         entry.move(JobState.CANCELLED, now)
         entry.reason = reason

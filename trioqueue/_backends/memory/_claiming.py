@@ -10,7 +10,7 @@ import trio
 
 from ..._backend_values import CancelResult, Claim, Renewal
 from ..._exceptions import JobNotFound
-from ..._rate import KeyTimes, RateLimits, charge, key_start, room, start_at
+from ..._rate import KeyLine, RateLimits, charge, room, start_at
 from ..._records import TERMINAL_STATES, Job, JobState
 
 if TYPE_CHECKING:
@@ -105,18 +105,19 @@ class Claiming(MemoryBase):
     def _key_allows(self, entry: Entry, now: float) -> bool:
         """Whether *entry*, just taken off the ready queue, may start under its key's limit.
 
-        If not, it waits (`JobState.SCHEDULED`, or still `JobState.FAILED_RETRY` for a
-        retry) for the start its key gives it.
+        If not, it waits in its key's line (`JobState.SCHEDULED`, or still
+        `JobState.FAILED_RETRY` for a retry) for the start its key gives it.
         """
         limit, key = self._rates.per_key, entry.rate_key
         if limit is None or key is None:
             return True
-        times = self._key_times.get(key, KeyTimes())
-        times, wait_until = key_start(times, now, limit, promised=entry.promised)
-        self._key_times[key] = times
-        if len(self._key_times) >= self._forget_keys_at:
-            self._key_times = {k: t for k, t in self._key_times.items() if not t.forgettable(now)}
-            self._forget_keys_at = max(1024, 2 * len(self._key_times))
+        line = self._key_lines.get(key)
+        if line is None:
+            line = self._key_lines[key] = KeyLine()
+        wait_until = line.turn(entry.id, now, limit)
+        if len(self._key_lines) >= self._forget_keys_at:
+            self._key_lines = {k: t for k, t in self._key_lines.items() if not t.forgettable(now)}
+            self._forget_keys_at = max(1024, 2 * len(self._key_lines))
         if wait_until is None:
             entry.promised = False
             return True
@@ -133,7 +134,7 @@ class Claiming(MemoryBase):
         if limits.queue != self._rates.queue:
             self._queue_tat = -math.inf
         if limits.per_key != self._rates.per_key:
-            self._key_times.clear()
+            self._key_lines.clear()
         self._rates = limits
         self._work.unpark_all()  # a claimer waiting out the old limit looks again
 

@@ -50,17 +50,21 @@ JOB_INFIX = ".job:"
 """Between a queue's name and a job id in a record's key; no queue name may hold it."""
 RATE_INFIX = ".rate:"
 """Between a queue's name and a rate key in the key of that key's limit times."""
+RATE_LINE_INFIX = ".rateline:"
+"""Between a queue's name and a rate key in the key of the line waiting for its starts."""
+INFIXES = (JOB_INFIX, RATE_INFIX, RATE_LINE_INFIX)
+"""What no queue name may hold: each comes between a queue's name and an id or a key."""
 
 
 def _check_reserved(queue: str) -> None:
     """Refuse a name that is, or could be, a key of another queue."""
     clash = next((s for s in SUFFIXES if queue.endswith(s)), None)
     if clash is None:
-        clash = next((infix for infix in (JOB_INFIX, RATE_INFIX) if infix in queue), None)
+        clash = next((infix for infix in INFIXES if infix in queue), None)
     if clash is not None:
         raise ConfigurationError(
             f"RedisBackend(queue={queue!r}): a queue's name may not end with "
-            f"{', '.join(SUFFIXES)} nor contain {JOB_INFIX!r} or {RATE_INFIX!r} (found "
+            f"{', '.join(SUFFIXES)} nor contain {', '.join(map(repr, INFIXES))} (found "
             f"{clash!r}): such a name "
             "is a key of another queue. Choose another name"
         )
@@ -203,6 +207,10 @@ class RedisKeys:
     def rate_key(self, key: str) -> str:
         """The key holding rate key *key*'s times under a per-key limit (``lua/claim.lua``)."""
         return self.job_prefix.removesuffix(JOB_INFIX) + RATE_INFIX + key
+
+    def rate_line(self, key: str) -> str:
+        """The key holding the line of rate key *key*'s jobs waiting for their starts."""
+        return self.job_prefix.removesuffix(JOB_INFIX) + RATE_LINE_INFIX + key
 
     def level(self, priority: int) -> str:
         """The ready list of jobs of *priority* (one of `PRIORITIES`)."""

@@ -131,7 +131,9 @@ for i = 9, #ARGV, 7 do
     if options ~= '' then redis.call('HSET', key, 'o', options) end
     if priority ~= '' then redis.call('HSET', key, 'pr', priority) end
     if after then redis.call('HSET', key, 'dp', cjson.encode(after)) end
-    if rate_key then redis.call('HSET', key, 'rk', rate_key) end
+    -- its rate key, and its place among the queue's jobs: where it stands in the key's
+    -- line if it comes to wait in one (claim.lua's key_allows)
+    if rate_key then redis.call('HSET', key, 'rk', rate_key, 'ro', redis.call('INCR', K_SEQ)) end
     if unique then
       redis.call('HSET', key, 'uk', unique)
       redis.call('HSET', K_UNIQUE, unique, id)

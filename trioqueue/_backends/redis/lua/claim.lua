@@ -56,29 +56,30 @@ local function charged(reply)
 end
 
 -- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
--- key_start: a job promised a start ('rr': it waited for one) starts if the starts
--- made allow one; another only if they allow one beyond the jobs waiting for theirs.
--- If not, the job waits (scheduled, or still failed_retry for a retry) for the start
--- after theirs, promised to it; a suspect is not promised one (it stays a suspect,
--- put back by the caller). A job that comes late to its promised start, behind
--- another late one, waits again at the back of the line.
+-- KeyLine.turn: if the limit has room for it and for every job ahead of it in its
+-- key's line. If not, it takes its place in the line (or keeps the one it holds: 'rr'
+-- on its record) and waits (scheduled, or still failed_retry for a
+-- retry) until its turn should come: after the next free start, one interval more
+-- for each job ahead. A suspect takes no place (it stays a suspect, put back by the
+-- caller).
 local function key_allows(id, key, state, suspect)
-  local fields = redis.call('HMGET', key, 'rk', 'rr')
-  if not fields[1] then return true end
-  local promised = fields[2] == '1'
-  local started, pending = key_times(fields[1])
-  if promised then pending = math.max(pending - 1, 0) end
-  if rate_room(started, KEY_RATE) > (promised and 0 or pending) then
-    keep_key_times(fields[1], rate_charge(started, KEY_RATE, 1), pending)
-    if promised then redis.call('HDEL', key, 'rr') end
+  local fields = redis.call('HMGET', key, 'rk', 'rr', 'ro')
+  local rate_key = fields[1]
+  if not rate_key then return true end
+  local line = RATE_LINE_PREFIX .. rate_key
+  local started = key_times(rate_key)
+  local ahead = line_ahead(line, id, fields[3])
+  if rate_room(started, KEY_RATE) > ahead then
+    if fields[2] then unpromise(id, rate_key) end
+    keep_key_times(rate_key, rate_charge(started, KEY_RATE, 1))
     return true
   end
   if suspect then return false end
-  local due = rate_start_at(math.max(started, NOW) + pending * KEY_RATE[1], KEY_RATE)
-  keep_key_times(fields[1], started, pending + 1)
+  line_join(line, id, fields[3])
+  keep_key_times(rate_key, started)
   redis.call('HSET', key, 'rr', '1')
   if state == 'received' then redis.call('HSET', key, 's', 'scheduled') end
-  defer(id, due)
+  defer(id, rate_start_at(math.max(started, NOW) + ahead * KEY_RATE[1], KEY_RATE))
   return false
 end
 

@@ -134,9 +134,11 @@ local function rate_limit(stored)
   return {per / starts, (burst - 1) * (per / starts), stored, 1e-6 * burst}
 end
 -- The queue's limit on every start, with its theoretical arrival time; the limit on
--- the starts of each rate key's jobs, whose times live in '<queue>.rate:<key>'.
+-- the starts of each rate key's jobs, whose times live in '<queue>.rate:<key>' and
+-- whose line in '<queue>.rateline:<key>' (2-rates.lua).
 local RATE, RATE_TAT, KEY_RATE = rate_limit(agreed[8]), tonumber(agreed[9]), rate_limit(agreed[10])
 local RATE_PREFIX = string.sub(PREFIX, 1, -5) .. 'rate:'
+local RATE_LINE_PREFIX = string.sub(PREFIX, 1, -5) .. 'rateline:'
 -- A stream has no capacity: XADD never waits, and nothing bounds redeliveries.
 if K_STREAM then CAPACITY = math.huge end
 -- List elements that reference a job record start with this byte; anything else

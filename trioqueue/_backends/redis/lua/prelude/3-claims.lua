@@ -86,7 +86,7 @@ end
 -- the last. A waiter that missed one finds the job finished when it looks again.
 local EVENTS_KEPT = 10000
 -- It also lets the job's unique key go (add.lua), if the job still holds it, and
--- gives back a start its rate key promised it (claim.lua's key_allows).
+-- lets the jobs behind it in its rate key's line move up (claim.lua's key_allows).
 local function ended(id)
   local marks = redis.call('HMGET', jobkey(id), 'wt', 'uk', 'rr', 'rk')
   if marks[1] then
@@ -96,7 +96,7 @@ local function ended(id)
   if marks[2] and redis.call('HGET', K_UNIQUE, marks[2]) == id then
     redis.call('HDEL', K_UNIQUE, marks[2])
   end
-  if marks[3] then unpromise(jobkey(id), marks[4]) end
+  if marks[3] then unpromise(id, marks[4]) end
 end
 
 -- Delete a record the retention lets go, unless it is no longer finished (its TTL
