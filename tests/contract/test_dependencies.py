@@ -28,13 +28,46 @@ async def state_of(queue: Queue, job_id: str) -> JobState:
     return record.state
 
 
+DEADLINE = 600.0  # seconds on the mock clock: far beyond what any test here runs for
+
+
 async def run_until_done(backend: trioqueue.Backend, handler: trioqueue.Handler) -> None:
-    """Run a pool until every job the backend holds is finished."""
-    async with trioqueue.open_worker_pool(
-        backend, handler, workers=4, retry=NO_RETRY, poll_interval=0.5
-    ) as pool:
-        pool.mark_producer_finished()
-        await pool.wait_stopped()
+    """Run a pool until every job the backend holds is finished.
+
+    Fails, saying what was left, if that takes longer than `DEADLINE`: a follower
+    whose parents all finished must have run or become a dead letter by then.
+    """
+    with trio.move_on_after(DEADLINE) as waited:
+        async with trioqueue.open_worker_pool(
+            backend, handler, workers=4, retry=NO_RETRY, poll_interval=0.5
+        ) as pool:
+            pool.mark_producer_finished()
+            await pool.wait_stopped()
+    if waited.cancelled_caught:
+        gauges = (await backend.stats()).gauges
+        pytest.fail(
+            f"jobs left unfinished {DEADLINE:g} s on ({gauges}): a job whose parents all "
+            "finished must run, or become a dead letter when one did not complete"
+        )
+
+
+async def test_a_follower_enqueued_while_its_parent_runs_waits_for_it_to_finish(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue("p", id="parent")
+    [parent] = await backend.claim(1, lease=60, block=0)  # the parent runs
+    receipt = await queue.enqueue("f", id="follower", after=["parent"])
+    assert receipt.deferred
+    assert await state_of(queue, "follower") is JobState.DEFERRED
+    assert await backend.claim(1, lease=60, block=0) == [], (
+        "a follower was ready to start while its parent was still running"
+    )
+    assert await backend.ack(parent)
+    [follower] = await backend.claim(1, lease=60, block=0)
+    assert follower.job.id == "follower"
+    await assert_conserved(backend)
 
 
 async def test_a_chain_runs_each_job_after_the_one_before_completes(make_backend, autojump_clock):

@@ -147,6 +147,27 @@ async def test_a_debounced_job_already_running_is_not_replaced(make_backend, aut
     await assert_conserved(backend)
 
 
+async def test_a_debounced_job_that_became_ready_is_not_replaced(make_backend, autojump_clock):
+    """Debounce replaces a job still waiting out its delay; once the delay is over the
+    job is ready to run, and a newer job of its key finds it instead."""
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue(0, id="other")
+    await queue.enqueue(1, id="d-1", unique_key="d", debounce=2)
+    await trio.sleep(3)
+    # a claim moves what came due to the ready queue (and takes the job ready before)
+    [claim] = await backend.claim(1, lease=60, block=0)
+    assert claim.job.id == "other"
+    assert await state_of(queue, "d-1") is JobState.RECEIVED
+    found = await queue.enqueue(2, id="d-2", unique_key="d", debounce=2)
+    assert (found.id, found.deduplicated) == ("d-1", True), (
+        "a debounced enqueue replaced a job that was ready to run"
+    )
+    assert await state_of(queue, "d-1") is JobState.RECEIVED
+    assert await state_of(queue, "d-2") is None
+    await assert_conserved(backend)
+
+
 async def test_a_plain_job_with_a_key_is_never_replaced_by_a_debounced_one(
     make_backend, autojump_clock
 ):
