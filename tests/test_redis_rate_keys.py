@@ -2,17 +2,17 @@
 
 The contract suite checks the per-key limit's arithmetic on Trio's mock clock;
 here two pools, each with its own connection as two processes would have, share
-one key's backlog on the real clock: the jobs start in the order they were
-enqueued, never more than the limit allows in a window, and the key's starts
-are used (no start skipped for a job that woke a little late). Start times are
-read in the handlers, a few milliseconds after the claims: the windows are
-counted with that much slack, and the rate is asked to reach 80 % of the limit
-(`benchmarks/key_rate.py` measures it: about 97 %).
+one key's backlog on the server's clock: the jobs start in the order they were
+enqueued, and never more than the limit allows in a window. The start times are
+the server's, read from each record as its handler begins (the claim's time,
+not the handler's, which a busy machine delays). How much of the limit the
+starts use is timing, not a contract: `benchmarks/key_rate.py` measures it
+(about 97 %); the contract suite checks on the mock clock that a job waking
+late takes the next free start.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -30,9 +30,14 @@ JOBS, RATE = 30, 20
 async def test_two_pools_start_one_keys_backlog_in_order_at_its_rate(redis_server: RedisServer):
     queue_name = "{rk-" + uuid.uuid4().hex[:10] + "}"
     starts: list[tuple[float, int]] = []
+    reader: Queue | None = None
 
     async def handler(job: trioqueue.Job) -> None:
-        starts.append((time.monotonic(), job.payload["n"]))
+        assert reader is not None
+        record = await reader.status(job.id)
+        assert record is not None
+        assert record.state is trioqueue.JobState.PROCESSING
+        starts.append((record.updated_at, job.payload["n"]))  # set by the claim
 
     async def pool(done: trio.Event) -> None:
         async with (
@@ -42,7 +47,7 @@ async def test_two_pools_start_one_keys_backlog_in_order_at_its_rate(redis_serve
             await done.wait()
 
     async with trioqueue.RedisBackend(redis_server.url, queue=queue_name) as backend:
-        queue = Queue(backend)
+        queue = reader = Queue(backend)
         await queue.set_rate_limits(per_key=RateLimit(RATE))
         ids = [f"j{n}" for n in range(JOBS)]
         await queue.enqueue_many([{"n": n} for n in range(JOBS)], ids=ids, rate_key="A")
@@ -58,8 +63,6 @@ async def test_two_pools_start_one_keys_backlog_in_order_at_its_rate(redis_serve
     order = [n for _, n in starts]
     assert order == list(range(JOBS)), f"the key's jobs started out of order: {order}"
     times = [at for at, _ in starts]
-    # never more than RATE in a second (less the slack of reading the time in handlers)
+    # never more than RATE in a second (less a millisecond: the stamps are rounded)
     for i, first in enumerate(times):
-        assert sum(1 for t in times[i:] if t < first + 1.0 - 0.02) <= RATE, times
-    span = times[-1] - times[0]
-    assert (JOBS - 1) / span >= 0.8 * RATE, f"{JOBS} starts took {span:.2f} s"
+        assert sum(1 for t in times[i:] if t < first + 1.0 - 0.001) <= RATE, times

@@ -163,12 +163,14 @@ async def test_an_error_reply_keeps_the_connection(redis_server: RedisServer):
 async def a_storm(
     call: Callable[[str], Awaitable[object]], *, tasks: int, calls: int, seed: int
 ) -> tuple[int, list[tuple[str, object]]]:
-    """*calls* calls of *call* from *tasks* tasks, each under a deadline of 0-5 ms.
+    """*calls* calls of *call* from *tasks* tasks, each under a deadline of 0-5 ms
+    but one in eight, which has none (so that however slow the machine, calls
+    return between the cancelled ones, on the connections those left).
 
     Returns how many returned, and every reply that was not its own call's token.
     """
     rng = random.Random(seed)
-    deadlines = [rng.uniform(0, 0.005) for _ in range(calls)]
+    deadlines = [math.inf if n % 8 == 0 else rng.uniform(0, 0.005) for n in range(calls)]
     returned, wrong = 0, []
 
     async def one_task(first: int) -> None:
@@ -209,7 +211,7 @@ async def test_under_random_deadlines_every_reply_is_its_own_requests(
         for call in storm_calls(backend):
             returned, wrong = await a_storm(call, tasks=64, calls=2_000, seed=seed)
             assert wrong == []  # a reply never reaches another caller
-            assert returned > 0
+            assert returned >= 2_000 // 8  # the calls without a deadline, at least
         # a cancellation costs no connection: at most one per task, made once (before,
         # each cancelled call closed its own, and thousands were made)
         assert pool.opened <= 64
@@ -225,7 +227,7 @@ async def test_on_a_cluster_too_every_reply_is_its_own_requests(redis_cluster: R
         for call in storm_calls(backend):
             returned, wrong = await a_storm(call, tasks=32, calls=1_000, seed=3)
             assert wrong == []
-            assert returned > 0
+            assert returned >= 1_000 // 8
         assert await backend.command("PING") == b"PONG"
 
 
