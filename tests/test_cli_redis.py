@@ -1676,3 +1676,76 @@ def test_an_option_is_never_taken_for_a_longer_one_it_begins():
     assert refused.returncode == 2
     assert "unrecognized arguments: --handler m:h" in refused.stderr
     assert "worker takes its handler first, without --handler" in refused.stderr
+
+
+def test_enqueue_says_what_became_of_the_job_in_each_state(target):
+    """Every line ``enqueue JSON`` prints for a receipt, from jobs put in each state."""
+    names = ["done", "drop", "dead", "hold"]
+    found: dict[str, subprocess.CompletedProcess[str]] = {}
+    holding, release = trio.Event(), trio.Event()
+
+    def again(job_id: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return target.run_here("enqueue", json.dumps(job_id), "--id", job_id, *args)
+
+    async def handler(job: trioqueue.Job) -> None:
+        if job.id == "drop":
+            raise trioqueue.Drop("not wanted")
+        if job.id == "dead":
+            raise RuntimeError("broken")
+        if job.id == "retry":
+            raise trioqueue.Retry(delay=3600)
+        if job.id == "hold":
+            holding.set()
+            await release.wait()
+
+    async def state_of(queue: trioqueue.Queue, job_id: str) -> trioqueue.JobState | None:
+        record = await queue.status(job_id)
+        return None if record is None else record.state
+
+    async def put_in_each_state() -> None:
+        async with trioqueue.RedisBackend(target.url, queue=target.queue, min_idle=30) as backend:
+            queue = trioqueue.Queue(backend)
+            await queue.enqueue("gone", id="gone", delay=3600)
+            await queue.cancel("gone")
+            await queue.enqueue_many(names, ids=names, max_attempts=1)
+            await queue.enqueue("retry", id="retry", max_attempts=2)
+            async with trioqueue.open_worker_pool(backend, handler, workers=8):
+                with trio.fail_after(TIMEOUT):
+                    await holding.wait()
+                    for job_id in ("done", "drop", "dead"):
+                        with contextlib.suppress(trioqueue.NoResult):
+                            await queue.result(job_id)
+                    # a poll: nothing signals that the retry's outcome was recorded
+                    while await state_of(queue, "retry") is not trioqueue.JobState.FAILED_RETRY:  # noqa: ASYNC110
+                        await trio.sleep(0.02)
+                for job_id in [*names, "retry", "gone"]:
+                    found[job_id] = await trio.to_thread.run_sync(again, job_id)
+                release.set()
+                await queue.cancel("retry")
+
+    trio.run(put_in_each_state)
+    assert {job_id: (r.returncode, r.stdout) for job_id, r in found.items()} == {
+        "done": (0, "done already there, completed\n"),
+        "drop": (0, "drop already there, dropped\n"),
+        "dead": (0, "dead already there, a dead letter: failed 1 of 1 attempts "
+                 "(RuntimeError: broken)\n"),
+        "retry": (0, "retry already there, waiting to retry\n"),
+        "hold": (0, "hold already there, running\n"),
+        "gone": (0, "gone already there, cancelled\n"),
+    }  # fmt: skip
+    follower = again("after-dead", "--after", "dead")
+    why = (
+        "it was to run after job 'dead', which failed (it is a dead letter); "
+        "requeue it to run it all the same"
+    )
+    assert (follower.returncode, follower.stdout) == (1, f"after-dead is a dead letter: {why}\n")
+    assert again("after-dead", "--after", "dead").stdout == (
+        f"after-dead already there, a dead letter: {why}\n"
+    )
+    lines = target.run_here("enqueue", "--after", "dead", stdin='"a"\n"b"\n')
+    assert (lines.returncode, lines.stdout) == (
+        1,
+        "accepted 2, deduplicated 0, conflicts 0 (2 of the accepted dead letters at once: a job "
+        "they run after did not complete; trioqueue jobs dead lists them)\n",
+    )
+    assert target.stats()["dead"] == 4

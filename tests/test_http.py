@@ -51,6 +51,7 @@ async def test_a_new_job_is_201_with_its_location_and_its_record(backend):
             "queued": True,
             "scheduled": False,
             "deferred": False,
+            "state": "received",
         }
         record = (await http.get("/jobs/e1")).json()
         assert (record["state"], record["queued"], record["payload"]) == (
@@ -109,6 +110,7 @@ async def test_a_full_queue_stores_the_event_unscheduled_with_202(backend):
             "queued": False,
             "scheduled": False,
             "deferred": False,
+            "state": "received",
         }
         assert (await http.get("/jobs/late")).json()["queued"] is False
         done: list[Any] = []
@@ -131,6 +133,7 @@ async def test_a_job_with_a_delay_or_a_due_time_is_202_and_scheduled(backend):
             "queued": False,
             "scheduled": True,
             "deferred": False,
+            "state": "scheduled",
         }
         record = (await http.get("/jobs/d1")).json()
         assert record["state"] == "scheduled"
@@ -520,6 +523,33 @@ async def test_a_job_may_carry_headers_that_its_record_and_its_handler_see(backe
     assert {c.job.id: c.job.headers for c in claims} == {"h1": headers, "h2": {"t": "a"}}
 
 
+async def test_a_job_after_a_failed_one_is_202_and_says_it_is_a_dead_letter(backend):
+    async def handler(job: trioqueue.Job) -> None:
+        raise RuntimeError("broken")
+
+    queue = trioqueue.Queue(backend)
+    await queue.enqueue("p", id="bad", max_attempts=1)
+    async with trioqueue.open_worker_pool(backend, handler) as pool:
+        pool.mark_producer_finished()
+    async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
+        posted = await http.post("/jobs", json={"id": "k", "payload": 1, "after": ["bad"]})
+        assert posted.status_code == 202
+        assert posted.json() == {
+            "id": "k",
+            "deduplicated": False,
+            "queued": False,
+            "scheduled": False,
+            "deferred": False,
+            "state": "failed",
+        }
+        record = (await http.get("/jobs/k")).json()
+        assert record["state"] == "failed"
+        assert "'bad', which failed" in record["reason"]
+        batch = await http.post("/jobs/batch", json={"jobs": [{"payload": 2, "after": ["bad"]}]})
+        [answer] = batch.json()["results"]
+        assert (answer["status"], answer["state"]) == (202, "failed")
+
+
 async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
     async with served(create_app(backend, ingest_token=TOKEN), TOKEN) as http:
         assert (await http.post("/jobs", json={"id": "first", "payload": 1})).status_code == 201
@@ -531,6 +561,7 @@ async def test_a_job_may_run_after_others_and_an_unknown_one_is_422(backend):
             "queued": False,
             "scheduled": False,
             "deferred": True,
+            "state": "deferred",
         }
         record = (await http.get("/jobs/then")).json()
         assert (record["state"], record["after"]) == ("deferred", ["first"])

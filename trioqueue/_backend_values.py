@@ -14,7 +14,7 @@ from ._exceptions import (
     JobNotFound,
     QueueFull,
 )
-from ._records import Retention
+from ._records import JobState, Retention
 
 if TYPE_CHECKING:
     from ._records import Job
@@ -183,6 +183,11 @@ class Receipt:
     """True when the job waits for its due time (`JobState.SCHEDULED`)."""
     deferred: bool = False
     """True when the job waits for the jobs it runs after (`JobState.DEFERRED`)."""
+    state: JobState = JobState.RECEIVED
+    """The job's state as the enqueue left it: `JobState.FAILED` for one that became
+    a dead letter at once (a job it runs after had failed, been dropped or
+    cancelled); for a duplicate, or the job holding the *unique_key*, whatever state
+    that job is in (running, completed...)."""
 
 
 AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull | DependencyNotFound

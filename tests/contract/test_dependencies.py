@@ -216,11 +216,13 @@ async def test_a_parent_finished_already_counts_at_once(make_backend, autojump_c
     await queue.enqueue_many([1, 2], ids=["good", "bad"])
     await run_until_done(backend, handler)
     ready = await queue.enqueue(3, id="after-good", after=["good"])
-    assert (ready.deferred, ready.queued) == (False, True)
+    assert (ready.deferred, ready.queued, ready.state) == (False, True, JobState.RECEIVED)
     assert await state_of(queue, "after-good") is JobState.RECEIVED
-    # one parent failed: the job never runs, whatever the others do
+    # one parent failed: the job never runs, whatever the others do; its receipt says so
     doomed = await queue.enqueue(4, id="after-both", after=["good", "bad"])
-    assert (doomed.deferred, doomed.queued) == (False, False)
+    assert (doomed.deferred, doomed.queued, doomed.state) == (False, False, JobState.FAILED)
+    again = await queue.enqueue(4, id="after-both", after=["good", "bad"])
+    assert (again.deduplicated, again.state) == (True, JobState.FAILED)
     record = await queue.status("after-both")
     assert record is not None
     assert record.state is JobState.FAILED

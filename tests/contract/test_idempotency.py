@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
 import trioqueue
-from trioqueue import IdempotencyConflict, Queue, QueueFull
+from trioqueue import IdempotencyConflict, JobState, Queue, QueueFull
 from trioqueue._job_input import prepare
 
 from ..conftest import collect
@@ -107,3 +108,35 @@ async def test_a_finished_job_is_deduplicated_until_its_record_is_evicted(make_b
         await queue.enqueue("b", id="b")  # finishing b evicts a (retention 1)
     assert await queue.status("a") is None
     assert not (await queue.enqueue("a", id="a")).deduplicated  # accepted anew
+
+
+@pytest.mark.not_on_stream
+async def test_a_receipt_says_what_state_the_job_is_in(make_backend, autojump_clock):
+    queue = Queue(await make_backend())
+    fresh = await queue.enqueue("a", id="a")
+    assert (fresh.state, fresh.queued, fresh.deduplicated) == (JobState.RECEIVED, True, False)
+    later = await queue.enqueue("b", id="b", delay=60)
+    assert (later.state, later.scheduled, later.queued) == (JobState.SCHEDULED, True, False)
+    again = await queue.enqueue("b", id="b", delay=60)
+    assert (again.state, again.deduplicated) == (JobState.SCHEDULED, True)
+    running, release = trio.Event(), trio.Event()
+
+    async def handler(job: trioqueue.Job) -> str:
+        if job.id == "h":
+            running.set()
+            await release.wait()
+        return job.id
+
+    async with trioqueue.open_worker_pool(queue.backend, handler):
+        await queue.enqueue("h", id="h")
+        await running.wait()
+        held = await queue.enqueue("h", id="h")
+        assert (held.state, held.queued, held.deduplicated) == (JobState.PROCESSING, False, True)
+        release.set()
+        assert await queue.result("h") == "h"
+        assert await queue.result("a") == "a"
+        finished = await queue.enqueue("a", id="a")
+        assert (finished.state, finished.queued) == (JobState.COMPLETED, False)
+        await queue.cancel("b")
+    cancelled = await queue.enqueue("b", id="b", delay=60)
+    assert (cancelled.state, cancelled.deduplicated) == (JobState.CANCELLED, True)

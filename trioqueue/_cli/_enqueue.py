@@ -17,6 +17,7 @@ from .._backend_values import AddMode
 from .._exceptions import DependencyNotFound, IdempotencyConflict, QueueFull
 from .._job_input import prepare
 from .._record_json import iso_time
+from .._records import JobState
 from ._redis_args import redis_backend
 from ._types import UsageError, printable
 
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
     from .._backend_values import NewJob, Receipt
     from .._backends.redis._backend import RedisBackend
     from .._backends.redis._sharded import ShardedBackend
+    from .._records import JobRecord
 
 __all__ = ["EXIT_CONFLICTS", "EXIT_REFUSED", "WAITING_REPORT_EVERY", "run_enqueue"]
 
 
 EXIT_CONFLICTS: Final = 1
-"""``enqueue``'s exit status when some jobs conflicted, or were to run after unknown ones."""
+"""``enqueue``'s exit status when some jobs conflicted, were to run after unknown ones,
+or became dead letters at once (a job they run after did not complete)."""
 
 
 EXIT_REFUSED: Final = 1
@@ -110,6 +113,7 @@ class _Tally:
     conflicts: int = 0
     refused: int = 0  # a job named in --after is unknown
     deferred: int = 0
+    dead: int = 0  # dead letters at once: a job they run after did not complete
     waiting_since: float | None = None  # when the add under way started
 
     @property
@@ -131,6 +135,11 @@ class _Tally:
             text += f" ({self.scheduled} of the accepted scheduled for later)"
         if self.deferred:
             text += f" ({self.deferred} of the accepted waiting for the jobs they run after)"
+        if self.dead:
+            text += (
+                f" ({self.dead} of the accepted dead letters at once: a job they run after "
+                "did not complete; trioqueue jobs dead lists them)"
+            )
         return text
 
 
@@ -185,7 +194,7 @@ async def run_enqueue(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     if args.json is None:
         print(tally.summary())
-    return EXIT_CONFLICTS if tally.conflicts or tally.refused else 0
+    return EXIT_CONFLICTS if tally.conflicts or tally.refused or tally.dead else 0
 
 
 def _leaf(error: BaseException) -> BaseException:
@@ -222,7 +231,8 @@ async def _send(
         fresh = not receipt.deduplicated
         tally.scheduled += fresh and receipt.scheduled
         tally.deferred += fresh and receipt.deferred
-        tally.stored += fresh and not (receipt.queued or receipt.scheduled or receipt.deferred)
+        tally.dead += fresh and receipt.state is JobState.FAILED
+        tally.stored += fresh and receipt.state is JobState.RECEIVED and not receipt.queued
         if args.json is not None:
             if receipt.id != job.id:  # another job holds the unique key
                 print(f"{printable(job.id)} not added: job {printable(receipt.id)} holds its key")
@@ -230,18 +240,45 @@ async def _send(
     return False
 
 
+# how ``enqueue JSON`` names a job it found already there, in these states
+_FOUND: Final = {
+    JobState.PROCESSING: "running",
+    JobState.COMPLETED: "completed",
+    JobState.FAILED_RETRY: "waiting to retry",
+    JobState.DROPPED: "dropped",
+    JobState.CANCELLED: "cancelled",
+}
+
+
 async def _state_of(receipt: Receipt, backend: RedisBackend | ShardedBackend) -> str:
     """What became of one job, for ``enqueue JSON``'s line."""
-    if receipt.scheduled:
+    state, again = receipt.state, "already there, " if receipt.deduplicated else ""
+    if state is JobState.SCHEDULED:
         record = await backend.status(receipt.id)
         due = record.due_at if record is not None else None
         when = "later" if due is None else iso_time(due)
-        return ("already there, " if receipt.deduplicated else "") + f"scheduled for {when}"
+        return f"{again}scheduled for {when}"
+    if state is JobState.FAILED:
+        record = await backend.status(receipt.id)
+        why = _dead_because(record)
+        return f"{again}a dead letter: {why}" if again else f"is a dead letter: {why}"
+    if state in _FOUND:
+        return again + _FOUND[state]
+    if state is JobState.DEFERRED:
+        return f"{again}waiting for the jobs it runs after"
     if receipt.deduplicated:
         return "already there"
-    if receipt.deferred:
-        return "waiting for the jobs it runs after"
     return "enqueued" if receipt.queued else "stored until the queue has room"
+
+
+def _dead_because(record: JobRecord | None) -> str:
+    """Why a dead letter is one, from its record (gone already: its retention ended it)."""
+    if record is None:
+        return "its record is gone already (the queue's retention)"
+    why = record.reason or "its attempts are spent"
+    if record.last_error is not None:
+        why += f" ({record.last_error.type}: {record.last_error.message})"
+    return printable(why)
 
 
 async def _report_waiting(tally: _Tally, backend: RedisBackend | ShardedBackend) -> None:

@@ -77,14 +77,21 @@ JOB_FIELDS: Final = frozenset(
 
 
 def receipt_json(receipt: Receipt) -> dict[str, Any]:
-    """What an enqueue did, as JSON."""
-    return {
+    """What an enqueue did, as JSON.
+
+    With the state of a job it added; that of a job found already there is in its
+    record, for a client that may read it.
+    """
+    answer: dict[str, Any] = {
         "id": receipt.id,
         "deduplicated": receipt.deduplicated,
         "queued": receipt.queued,
         "scheduled": receipt.scheduled,
         "deferred": receipt.deferred,
     }
+    if not receipt.deduplicated:
+        answer["state"] = receipt.state.value
+    return answer
 
 
 class BodyTooLarge(Exception):

@@ -6,6 +6,7 @@ from typing import Any
 
 from .._job_checks import MAX_AFTER, MAX_HEADERS, MAX_HEADERS_BYTES
 from .._payload import MAX_ID_LENGTH, MAX_TASK_NAME, PRIORITIES
+from .._records import JobState
 from .._util import MAX_DELAY
 from ._dead_page import SUMMARY
 
@@ -51,6 +52,14 @@ RECEIPT: dict[str, Any] = {
         "deferred": {
             "type": "boolean",
             "description": "Waiting for the jobs it runs after (after was given) to complete.",
+        },
+        "state": {
+            "type": "string",
+            "enum": [state.value for state in JobState],
+            "description": "The state of a job this request added (absent for one found "
+            "already there: its record has it): 'failed' for one that became a dead "
+            "letter at once, a job it runs after having failed, been dropped or "
+            "cancelled.",
         },
     },
 }

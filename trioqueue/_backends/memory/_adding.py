@@ -138,4 +138,5 @@ class Adding(MemoryBase):
             queued=entry.queued,
             scheduled=entry.state is JobState.SCHEDULED,
             deferred=entry.state is JobState.DEFERRED,
+            state=entry.state,
         )

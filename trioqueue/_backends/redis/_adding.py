@@ -10,6 +10,7 @@ import trio
 
 from ..._backend_values import AddMode, AddResult, NewJob, Receipt
 from ..._exceptions import BackendUnavailable, DependencyNotFound, IdempotencyConflict, QueueFull
+from ..._records import JobState
 from ._connection import text
 
 if TYPE_CHECKING:
@@ -183,26 +184,40 @@ class Adding(RedisBase):
                 self._metrics.enqueued += 1
             else:
                 self._metrics.deduplicated += 1
-            return Receipt(
-                id=job.id,
-                deduplicated=not fresh,
-                queued=detail == b"1",
-                scheduled=detail == b"s",
-                deferred=detail == b"w",
-            )
+            return _receipt(job.id, detail, deduplicated=not fresh)
         if status == b"conflict":
             self._metrics.conflicts += 1
             return IdempotencyConflict(job.id, text(detail), job.payload_hash)
         if status == b"keyed":  # another job holds the unique key: this is its receipt
             self._metrics.deduplicated += 1
-            where, holder = detail[:1], text(detail[1:])
-            return Receipt(
-                id=holder,
-                deduplicated=True,
-                queued=where == b"1",
-                scheduled=where == b"s",
-                deferred=where == b"w",
-            )
+            return _receipt(text(detail[2:]), detail[:2], deduplicated=True)
         if status == b"noparent":
             return DependencyNotFound(job.id, text(detail))
         return QueueFull(int(detail))  # the queue's capacity now, maybe configured anew
+
+
+# add.lua's letters for a job's state, the first of the two of its mark
+_STATE_MARKS: Final = {
+    b"e": JobState.RECEIVED,
+    b"s": JobState.SCHEDULED,
+    b"w": JobState.DEFERRED,
+    b"p": JobState.PROCESSING,
+    b"r": JobState.FAILED_RETRY,
+    b"x": JobState.FAILED,
+    b"c": JobState.COMPLETED,
+    b"d": JobState.DROPPED,
+    b"k": JobState.CANCELLED,
+}
+
+
+def _receipt(job_id: str, mark: bytes, *, deduplicated: bool) -> Receipt:
+    """The receipt for job *job_id* of add.lua's *mark* (state letter, then 1 if ready)."""
+    state = _STATE_MARKS[mark[:1]]
+    return Receipt(
+        id=job_id,
+        deduplicated=deduplicated,
+        queued=mark[1:2] == b"1",
+        scheduled=state is JobState.SCHEDULED,
+        deferred=state is JobState.DEFERRED,
+        state=state,
+    )

@@ -7,10 +7,11 @@
 -- '' for none, else a JSON object of 'a', the ids of the jobs it runs after (kept as
 -- 'dp'), 'u', its unique key (kept as 'uk'), 'b': 1 when it is debounced, and 'r',
 -- its rate key (kept as 'rk', read by claim.lua's key_allows).
--- Returns two values per job handled: {'new' | 'dup', queued 0/1, 's' while it
--- waits for its due time, 'w' while it waits for the jobs it runs after, or 'x' when
--- one of them ended without completing (it is a dead letter)}, {'keyed', one of
--- those marks followed by the id of the job that holds the unique key},
+-- Returns two values per job handled: {'new' | 'dup', the job's mark: a letter for
+-- its state (STATE_MARKS below: 'x' for a new one that is a dead letter at once,
+-- one of the jobs it runs after having ended without completing) and 1 or 0 for
+-- whether it is on a ready list}, {'keyed', the mark of the job that holds the
+-- unique key followed by its id},
 -- {'conflict', the stored hash}, {'noparent', the id it runs after that is unknown}
 -- or {'full', capacity}. A delayed job, or one that waits for others, takes no room
 -- until it is ready, so it never finds the queue full. In
@@ -27,11 +28,13 @@ for i = 9, #ARGV, 7 do
     break
   end
 end
--- What a job's receipt says of where it waits (see the returns above).
+-- What a job's receipt says of it (see the returns above): its state's letter, then
+-- 1 when it is on a ready list, else 0.
+local STATE_MARKS = {received = 'e', scheduled = 's', deferred = 'w', processing = 'p',
+  failed_retry = 'r', failed = 'x', completed = 'c', dropped = 'd', cancelled = 'k'}
 local function mark(state, queued)
-  if state == 'scheduled' then return 's' end
-  if state == 'deferred' then return 'w' end
-  return queued or '0'  -- never nil: a nil would cut the reply short, or fail a '..'
+  -- never nil: a nil would cut the reply short, or fail a '..'
+  return (STATE_MARKS[state] or 'e') .. (queued == '1' and '1' or '0')
 end
 -- the jobs on the ready lists, counted once (each LLEN is a call) and kept up to date
 local ready
@@ -143,7 +146,7 @@ for i = 9, #ARGV, 7 do
     replies[#replies + 1] = 'new'
     if ended then
       dead_at_once(id, ended, how)
-      replies[#replies + 1] = 'x'
+      replies[#replies + 1] = 'x0'
     elseif #wait > 0 then
       redis.call('HSET', key, 's', 'deferred', 'q', 0, 'r', stamp(NOW), 'dw', #wait)
       -- in the order they came, as the memory backend keeps them
@@ -152,21 +155,21 @@ for i = 9, #ARGV, 7 do
       -- no key TTL: it lives as long as the jobs it waits for, which may be claimed
       -- (and a claimed job never expires); it goes with the key TTL once released
       feed()
-      replies[#replies + 1] = 'w'
+      replies[#replies + 1] = 'w0'
     elseif K_STREAM then
       -- no MAXLEN: trimming would drop entries some group has not read yet
       ensure_group()
       local entry = redis.call('XADD', K_STREAM, '*', 'id', id, 'payload', payload, 'hash', hash)
       redis.call('HSET', key, 'e', entry, 'q', 1, 'r', stamp(NOW), 'u', stamp(NOW))
-      replies[#replies + 1] = '1'
+      replies[#replies + 1] = 'e1'
     elseif due then
       redis.call('HSET', key, 's', 'scheduled', 'r', stamp(NOW))
       defer(id, due)
-      replies[#replies + 1] = 's'
+      replies[#replies + 1] = 's0'
     else
       local queued = schedule(id, false, ready_now(), LEVELS[3 - (tonumber(priority) or 0)])
       ready = ready + queued
-      replies[#replies + 1] = tostring(queued)
+      replies[#replies + 1] = 'e' .. queued
     end
   end
 end
