@@ -367,6 +367,9 @@ def test_the_worker_serves_prometheus_metrics(target, workers):
         ("cli_missing_dependency:run", "it imports 'trioqueue_absent_dependency', which is not"),
         ("cli_handlers:missing", "has no 'missing'"),
         ("cli_handlers:not_async", "is not an async function"),
+        # the two ways the README offers: async def, or a blocking function in a thread
+        ("cli_handlers:not_async", "define it as `async def not_async(job): ...`"),
+        ("cli_handlers:not_async", "@trioqueue.task(run_sync=True)"),
         ("cli_broken_module:run", "importing 'cli_broken_module' raised RuntimeError"),
         (".relative:run", "importing '.relative' raised TypeError"),
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import itertools
 from pathlib import Path
@@ -130,6 +131,15 @@ def test_all_is_sorted():
 
 def test_all_has_no_private_names():
     assert [name for name in trioqueue.__all__ if name.startswith("_")] == []
+
+
+def test_dir_shows_exactly_all():
+    """What a user browsing the package sees (``dir``, completion): the public names,
+    not the ``__future__`` import nor the private modules."""
+    shown = {name for name in dir(trioqueue) if not name.startswith("__")}
+    assert shown == EXPECTED
+    http = importlib.import_module("trioqueue.http")
+    assert {name for name in dir(http) if not name.startswith("__")} == set(http.__all__)
 
 
 def test_star_import_gives_exactly_all():

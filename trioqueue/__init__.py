@@ -77,6 +77,7 @@ from ._scheduler import open_scheduler as open_scheduler
 from ._task import Task as Task
 from ._task import task as task
 from ._util import fixup_module_metadata
+from ._util import public_dir as _public_dir
 
 __version__ = "0.1.0.dev0"
 
@@ -152,3 +153,8 @@ __all__ = [
 
 fixup_module_metadata(__name__, globals())
 del fixup_module_metadata
+
+
+def __dir__() -> list[str]:
+    """The public names: see `trioqueue._util.public_dir`."""
+    return _public_dir(__all__, globals())

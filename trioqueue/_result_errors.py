@@ -37,19 +37,26 @@ class NoResult(TrioqueueError):
 class JobFailed(NoResult):
     """The job is a dead letter: its attempts ran out, or it could not run.
 
-    The message names the reason and the last error; the last error's
-    traceback is ``record.last_error.traceback``.
+    The message names the reason (``record.reason``) and the last error, if an
+    attempt raised one; its traceback is ``record.last_error.traceback``. A job
+    that became a dead letter without an error of its own (a job it was to run
+    after failed) has ``record.last_error`` None.
     """
 
     def __init__(self, record: JobRecord) -> None:
-        error = record.last_error
-        last = f"; its last error: {error.type}: {error.message}" if error else ""
-        super().__init__(
-            record,
-            f"job {record.id!r} failed: it is a dead letter ({record.reason}){last}. Its "
-            "traceback is in .record.last_error; fix the cause, then requeue it with "
-            "requeue_dead (trioqueue dead requeue ID)",
-        )
+        error, requeue = record.last_error, "requeue_dead (trioqueue dead requeue ID)"
+        if error is None:
+            message = (
+                f"job {record.id!r} failed: it is a dead letter with no error of its own, "
+                f"as .record.reason says: {record.reason}; {requeue} runs it again"
+            )
+        else:
+            message = (
+                f"job {record.id!r} failed: it is a dead letter ({record.reason}), its last "
+                f"error {error.type}: {error.message}, with its traceback in "
+                f".record.last_error; fix the cause, then requeue it with {requeue}"
+            )
+        super().__init__(record, message)
 
 
 class JobDropped(NoResult):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["MAX_DELAY", "fixup_module_metadata"]
+__all__ = ["MAX_DELAY", "fixup_module_metadata", "public_dir"]
 
 MAX_DELAY: Final = 100 * 365.25 * 86_400
 """The longest wait before a job runs, in seconds (100 years): a delayed job's
@@ -50,3 +50,12 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
 
     for name in namespace.get("__all__", ()):
         fix(name, namespace[name])
+
+
+def public_dir(names: list[str], namespace: dict[str, Any]) -> list[str]:
+    """What a package's ``__dir__`` shows: its public *names* and its own dunders.
+
+    Not its private modules nor its ``__future__`` import, which are attributes all
+    the same: ``dir()`` and completion offer a user only what is meant for them.
+    """
+    return sorted([*names, *(name for name in namespace if name.startswith("__"))])

@@ -186,9 +186,10 @@ class AsyncCallable:
 async def test_a_handler_that_is_not_async_is_refused_before_any_job_runs(make_backend, handler):
     backend = await make_backend()
     await Queue(backend).enqueue("p", id="j")
-    with pytest.raises(TypeError, match=r"must be an async function; define it as `async def"):
+    with pytest.raises(TypeError, match=r"must be an async function; define it as `async def") as e:
         async with trioqueue.open_worker_pool(backend, handler):
             pass
+    assert "run_sync=True" in str(e.value)  # the other way: a blocking function in a thread
     record = await backend.status("j")
     assert record is not None
     assert (record.state, record.attempts) == (JobState.RECEIVED, 0)

@@ -93,7 +93,31 @@ async def test_a_dead_letter_raises_job_failed_with_its_last_error(make_backend,
     assert "raise ValueError" in error.record.last_error.traceback
     assert "ValueError: asked to fail: disk full" in str(error)
     assert "requeue" in str(error)  # what to do about it
+    assert ".record.last_error" in str(error)  # where the traceback is
     assert isinstance(error, trioqueue.NoResult)
+
+
+@pytest.mark.not_on_stream  # a stream source refuses after=
+async def test_a_follower_of_a_failed_job_raises_job_failed_naming_its_reason(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+    queue = Queue(backend)
+    await queue.enqueue({"fail": "disk full"}, id="bad")
+    await queue.enqueue({"value": 1}, id="next", after=["bad"])
+    async with trioqueue.open_worker_pool(backend, echo, retry=ONCE):
+        pass
+    with pytest.raises(JobFailed) as caught:
+        await queue.result("next")
+    error = caught.value
+    assert error.record.last_error is None  # it never ran: the cause is its reason
+    assert error.record.reason is not None
+    message = str(error)
+    assert error.record.reason in message
+    assert ".record.reason" in message
+    assert ".record.last_error" not in message
+    assert "fix the cause" not in message  # nothing of its own to fix
+    assert "requeue_dead" in message
 
 
 async def test_a_dropped_job_says_so(make_backend, autojump_clock):

@@ -41,9 +41,13 @@ def load_handler(spec: str) -> Handlers:
     if not is_runnable(target):
         attr = spec.partition(":")[2]
         hint = " (or, if it is a lifespan yielding the handler, add --lifespan)"
+        blocking = (
+            ", or, to run a blocking function in a thread, decorate it with "
+            "`@trioqueue.task(run_sync=True)`"
+        )
         raise UsageError(
             f"{spec} is not an async function; define it as `async def {attr}(job): ...`"
-            + (hint if callable(target) else "")
+            + (blocking + hint if callable(target) else "")
         )
     return checked_handlers(target, spec)
 

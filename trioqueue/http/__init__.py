@@ -14,7 +14,13 @@ except ImportError as exc:  # pragma: no cover - without the extra
         "trioqueue.http needs the http extra: pip install '.[http]' in the trioqueue checkout"
     ) from exc
 
+from .._util import public_dir as _public_dir
 from ._app import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from ._app import create_app as create_app
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
+
+
+def __dir__() -> list[str]:
+    """The public names: see `trioqueue._util.public_dir`."""
+    return _public_dir(__all__, globals())
