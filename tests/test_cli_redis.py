@@ -437,7 +437,10 @@ def test_jobs_shows_what_a_running_handler_reported(target, workers):
     workers.append(worker)
     assert worker.wait_for(worker.out, "started") == ["started half"]
     listed = target.run("jobs", "claimed")
-    assert listed.stdout == 'claimed    half  processing  0  progress {"done": 1, "of": 2}\n'
+    assert listed.stdout.splitlines() == [
+        "place    id    state       attempts  progress",
+        'claimed  half  processing  0         {"done": 1, "of": 2}',
+    ]
     as_json = json.loads(target.run("jobs", "claimed", "--json").stdout)
     assert as_json["progress"] == {"done": 1, "of": 2}
 
@@ -920,11 +923,12 @@ def make_dead_letters(target: Target, workers: list[Worker], count: int) -> None
 
 def test_dead_letters_can_be_listed_shown_requeued_and_purged(target, workers):
     make_dead_letters(target, workers, 4)
-    listed = target.run("dead", "list")
-    assert sorted(line.split("\t")[0] for line in listed.stdout.splitlines()) == [
-        "j0", "j1", "j2", "j3",
-    ]  # fmt: skip
-    assert "RuntimeError: failing on purpose" in listed.stdout
+    listed = target.run("dead", "list").stdout.splitlines()
+    assert listed[0].split() == ["id", "attempts", "reason", "last", "error"]
+    assert sorted(line.split()[0] for line in listed[1:]) == ["j0", "j1", "j2", "j3"]
+    assert all(" RuntimeError: failing on purpose" in line for line in listed[1:])
+    bare = target.run("dead", "list", "--no-header").stdout.splitlines()
+    assert [line.split() for line in bare] == [line.split() for line in listed[1:]]
     shown = json.loads(target.run("dead", "show", "j0").stdout)
     assert (shown["state"], shown["attempts"]) == ("failed", 1)
 
@@ -1022,7 +1026,7 @@ def test_the_demo_on_redis_names_its_queue_so_its_dead_letters_can_be_listed(red
     assert command, result.stderr
     listed = cli(*command.group(1).replace("'", "").split(), "--redis", redis_server.url)
     assert listed.returncode == 0, listed.stderr
-    assert len(listed.stdout.splitlines()) == dead
+    assert len(listed.stdout.splitlines()) == dead + 1  # and the header
 
 
 def test_python_dash_m_and_the_console_script_are_the_same():
@@ -1594,12 +1598,11 @@ def test_job_ids_and_errors_are_printed_with_their_controls_escaped(target, work
     assert worker.exit_status() == 0
     assert "\x1b" not in "\n".join(remaining_lines(worker))
 
-    listed = target.run("dead", "list")
+    listed = target.run("dead", "list", "--no-header")
     assert "\x1b" not in listed.stdout
     [line] = listed.stdout.splitlines()
-    fields = line.split("\t")
-    assert (fields[0], fields[1]) == (SHOWN_ID, "attempts=1")
-    assert fields[3] == "RuntimeError: bad\\x1b[2J\\nnews"
+    assert line.startswith(f"{SHOWN_ID}  1  ")
+    assert line.endswith("  RuntimeError: bad\\x1b[2J\\nnews")
     # the id itself is unchanged: the raw one still names the job
     assert target.run("dead", "requeue", EVIL_ID).stdout == f"{SHOWN_ID} requeued\n"
 
@@ -1626,10 +1629,16 @@ def test_jobs_lists_each_place_with_state_and_attempts(target):
     listed = target.run_here("jobs")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines() == [
-        "ready      j0  received  0",
-        "ready      j1  received  0",
+        "place      id     state      attempts",
+        "ready      j0     received   0",
+        "ready      j1     received   0",
         "scheduled  later  scheduled  0",
-        "deferred   next  deferred  0",
+        "deferred   next   deferred   0",
+    ]
+    bare = target.run("jobs", "scheduled", "deferred", "--no-header")  # for scripts
+    assert bare.stdout.splitlines() == [
+        "scheduled  later  scheduled  0",
+        "deferred   next   deferred   0",
     ]
     as_json = target.run_here("jobs", "scheduled", "--json")
     assert json.loads(as_json.stdout) == {
@@ -1638,7 +1647,12 @@ def test_jobs_lists_each_place_with_state_and_attempts(target):
         "state": "scheduled",
         "attempts": 0,
     }
-    assert target.run_here("jobs", "ready", "--limit", "1").stdout == "ready      j0  received  0\n"
+    assert target.run_here("jobs", "ready", "--limit", "1").stdout == (
+        "place  id  state     attempts\nready  j0  received  0\n"
+    )
+    nothing = target.run_here("jobs", "stored")
+    assert (nothing.returncode, nothing.stdout) == (0, "")
+    assert nothing.stderr == "trioqueue jobs: no jobs in stored\n"
     wrong = target.run("jobs", "running")
     assert wrong.returncode == 2
     assert "'running' is not a place: name ready, stored, scheduled, deferred, claimed" in (

@@ -87,6 +87,7 @@ TIERS = {
     "_cli._commands_run": 5,
     "_cli._commands_admin": 5,
     "_cli._types": 4,
+    "_cli._table": 4,
     "_cli._loading": 4,
     "_cli._redis_args": 4,
     "_cli._demo": 5,

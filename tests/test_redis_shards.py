@@ -223,8 +223,8 @@ def test_the_command_line_takes_the_logical_name_and_the_shard_count(redis_serve
         assert worker.exit_status() == 0
     finally:
         worker.close()
-    listed = target.run("dead", "list")
-    assert sorted(line.split("\t")[0] for line in listed.stdout.splitlines()) == [
+    listed = target.run("dead", "list", "--no-header")
+    assert sorted(line.split()[0] for line in listed.stdout.splitlines()) == [
         f"j{n}" for n in range(6)
     ]
     assert target.run("dead", "requeue", "j4").stdout == "j4 requeued\n"

@@ -17,6 +17,7 @@ from .._record_json import record_json
 from .._records import JobState
 from .._scheduler import describe_marks
 from ._redis_args import redis_backend
+from ._table import print_table
 from ._types import NotThere, UsageError, printable
 
 if TYPE_CHECKING:
@@ -147,17 +148,22 @@ async def _dead_action(args: argparse.Namespace, backend: RedisBackend | Sharded
         records = await queue.dead_letters()
         if not records and not args.json:
             print(f"trioqueue dead: no dead letters in {printable(args.queue)}", file=sys.stderr)
-        for record in records:
-            if args.json:
+        if args.json:
+            for record in records:
                 print(json.dumps(record_json(record)))
-            else:
-                error = (
-                    f"{record.last_error.type}: {record.last_error.message}"
-                    if (record.last_error)
-                    else "-"
-                )
-                fields = (record.id, f"attempts={record.attempts}", record.reason, error)
-                print("\t".join(printable(field) for field in fields))
+            return 0
+        rows = [
+            (
+                record.id,
+                record.attempts,
+                record.reason or "-",
+                f"{record.last_error.type}: {record.last_error.message}"
+                if record.last_error
+                else "-",
+            )
+            for record in records
+        ]
+        print_table(("id", "attempts", "reason", "last error"), rows, headed=not args.no_header)
         return 0
     if args.action == "show":
         found = await queue.status(args.job_id)

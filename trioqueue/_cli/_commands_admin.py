@@ -169,8 +169,9 @@ def add_jobs(commands: argparse._SubParsersAction[Parser]) -> None:
         help="list the jobs of a queue by place: ready, stored, scheduled, deferred, claimed, "
         "dead, finished",
         description="List the ids of the jobs in each PLACE (every place if none is named), "
-        "next in turn first, with each job's state and attempts: a line each, PLACE ID STATE "
-        "ATTEMPTS. ready: on the ready lists, in the order workers take them; stored: "
+        "next in turn first, with each job's state and attempts: a line each under a header "
+        "(place, id, state, attempts, and progress when a job reported some). ready: on the "
+        "ready lists, in the order workers take them; stored: "
         "accepted while the queue was full; scheduled: waiting for their due time; "
         "deferred: waiting for the jobs they run after; claimed: held by a worker; dead: "
         "dead letters; finished: the records the "
@@ -181,6 +182,7 @@ def add_jobs(commands: argparse._SubParsersAction[Parser]) -> None:
         "--limit", type=non_negative_int, default=20, help="most jobs per place (default 20)"
     )
     jobs.add_argument("--json", action="store_true", help="list as JSON, one object a line")
+    jobs.add_argument("--no-header", action="store_true", help="leave out the header line")
     add_redis_options(jobs)
     jobs.set_defaults(run=_jobs, log_level=logging.WARNING)
 
@@ -271,6 +273,7 @@ def add_dead(commands: argparse._SubParsersAction[Parser]) -> None:
     dead.add_argument("job_id", metavar="ID", nargs="?", help="the dead letter's job id")
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter")
     dead.add_argument("--json", action="store_true", help="list as JSON, one object a line")
+    dead.add_argument("--no-header", action="store_true", help="list without the header line")
     add_redis_options(dead)
     dead.set_defaults(run=_dead, log_level=logging.WARNING)
 

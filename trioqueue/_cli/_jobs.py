@@ -14,6 +14,7 @@ from .._exceptions import JobNotFound
 from .._queue import Queue
 from .._result_errors import JobCancelled, NoResult
 from ._redis_args import redis_backend
+from ._table import print_table
 from ._types import printable
 
 if TYPE_CHECKING:
@@ -42,15 +43,28 @@ async def run_jobs(args: argparse.Namespace) -> int:
                 if record is not None and record.progress is not None:
                     row["progress"] = record.progress  # what its handler last reported
                 rows.append(row)
-    for row in rows:
-        if args.json:
+    if args.json:
+        for row in rows:
             print(json.dumps(row, ensure_ascii=False))
-        else:
-            attempts = "-" if row["attempts"] is None else row["attempts"]
-            line = f"{row['place']:<9}  {printable(row['id'])}  {row['state']}  {attempts}"
-            if "progress" in row:
-                line += "  progress " + printable(json.dumps(row["progress"], ensure_ascii=False))
-            print(line)
+        return 0
+    if not rows:
+        places = ", ".join(args.places or PLACES)
+        print(f"trioqueue jobs: no jobs in {places}", file=sys.stderr)
+        return 0
+    header = ["place", "id", "state", "attempts"]
+    progress = any("progress" in row for row in rows)
+    if progress:
+        header.append("progress")
+    table = []
+    for row in rows:
+        attempts = "-" if row["attempts"] is None else row["attempts"]
+        cells = [row["place"], row["id"], row["state"], attempts]
+        if progress:
+            cells.append(
+                json.dumps(row["progress"], ensure_ascii=False) if "progress" in row else ""
+            )
+        table.append(cells)
+    print_table(header, table, headed=not args.no_header)
     return 0
 
 
