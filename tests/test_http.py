@@ -935,7 +935,11 @@ async def test_records_show_an_errors_traceback_only_when_the_app_is_told_to(bac
             (await http.get("/jobs/d0")).json(),
             (await http.get("/dead")).json()["dead"][0],
         ):
-            assert shown["last_error"] == {"type": "RuntimeError", "message": "broken on purpose"}
+            assert shown["last_error"] == {
+                "type": "RuntimeError",
+                "message": "broken on purpose",
+                "attempt": 1,
+            }
     async with served(create_app(backend, tracebacks=True)) as http:
         error = (await http.get("/jobs/d0")).json()["last_error"]
         assert "Traceback (most recent call last)" in error["traceback"]
@@ -1028,7 +1032,11 @@ async def test_dead_letters_come_in_pages_and_as_summaries_without_payloads(back
             "task",
         }
         assert "payload" not in first
-        assert first["last_error"] == {"type": "RuntimeError", "message": "broken on purpose"}
+        assert first["last_error"] == {
+            "type": "RuntimeError",
+            "message": "broken on purpose",
+            "attempt": 1,
+        }
         for query in ({"limit": "0"}, {"limit": "1001"}, {"limit": "x"}, {"cursor": "-1"},
                       {"cursor": "\u00b2"}, {"summary": "maybe"}):  # fmt: skip
             refused = await http.get("/dead", params=query)

@@ -116,6 +116,11 @@ class ErrorInfo:
     """The formatted traceback, its last 8,000 characters (the frames
     nearest the error); empty when none was kept. Not compared: two errors of the
     same type and message are the same error."""
+    attempt: int | None = attrs.field(default=None, eq=False)
+    """The attempt it ended (1 for the first), as the backend recorded it; None
+    before it was recorded, and for an error recorded by an older version. A job
+    that completed after a failure keeps its error: this says which attempt it
+    was. Attempts count again from 1 after `Queue.requeue_dead`. Not compared."""
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorInfo:
@@ -159,7 +164,8 @@ class JobRecord:
     updated_at: float
     """When the record last changed, in the same terms as *created_at*."""
     last_error: ErrorInfo | None = None
-    """The exception that ended the last failed attempt, if any."""
+    """The exception that ended the last failed attempt, if any: kept when a later
+    attempt completes the job (`ErrorInfo.attempt` says which one failed)."""
     reason: str | None = None
     """Why the job was dropped or dead-lettered, if it was."""
     due_at: float | None = None

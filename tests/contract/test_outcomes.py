@@ -47,8 +47,29 @@ async def test_a_failure_is_retried_and_then_succeeds(make_backend, autojump_clo
     assert record.last_error is not None
     assert record.last_error.message == "first attempt fails"
     assert record.last_error.type.endswith("Boom")
+    assert record.last_error.attempt == 1  # a completed job's error is an earlier attempt's
     snap = await backend.stats()
     assert (snap.processed, snap.succeeded, snap.failed, snap.retries) == (2, 1, 1, 1)
+
+
+async def test_a_last_error_names_its_attempt_when_later_ones_raised_none(
+    make_backend, autojump_clock
+):
+    backend = await make_backend()
+
+    async def handler(job: trioqueue.Job) -> None:
+        if job.attempt == 1:
+            raise Boom("first attempt fails")
+        if job.attempt == 2:
+            raise Retry(delay=1)  # another attempt, no error
+
+    async with trioqueue.open_worker_pool(backend, handler):
+        await Queue(backend).enqueue("p", id="j")
+    record = await backend.status("j")
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.COMPLETED, 3)
+    assert record.last_error is not None
+    assert (record.last_error.message, record.last_error.attempt) == ("first attempt fails", 1)
 
 
 async def test_exhausted_attempts_dead_letter_the_job_with_its_last_error(
@@ -66,6 +87,7 @@ async def test_exhausted_attempts_dead_letter_the_job_with_its_last_error(
     assert (dead.id, dead.state, dead.attempts) == ("j", JobState.FAILED, 3)
     assert dead.last_error == trioqueue.ErrorInfo(type=dead.last_error.type, message="attempt 3")
     assert "in handler" in dead.last_error.traceback  # where it failed, kept with it
+    assert dead.last_error.attempt == 3
     assert dead.reason == "failed 3 of 3 attempts"
     snap = await backend.stats()
     assert (snap.processed, snap.failed, snap.retries, snap.dead_lettered) == (3, 3, 2, 1)

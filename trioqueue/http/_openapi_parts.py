@@ -107,6 +107,11 @@ RECORD: dict[str, Any] = {
                         "type": {"type": "string"},
                         "message": {"type": "string"},
                         "traceback": {"type": "string"},
+                        "attempt": {
+                            "type": ["integer", "null"],
+                            "description": "The attempt it ended: for a completed job, an "
+                            "earlier one than its last.",
+                        },
                     },
                 },
             ]

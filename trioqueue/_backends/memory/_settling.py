@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ..._backend_values import Claim, SweepReport
@@ -81,7 +82,7 @@ class Settling(MemoryBase):
             self._metrics.processed += 1
             self._metrics.retries += 1
             if error is not None:
-                entry.last_error = error
+                entry.last_error = attrs.evolve(error, attempt=entry.attempts)
                 self._metrics.failed += 1
         await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
@@ -114,7 +115,7 @@ class Settling(MemoryBase):
             self._metrics.processed += 1
             self._metrics.dead_lettered += 1
             if error is not None:
-                entry.last_error = error
+                entry.last_error = attrs.evolve(error, attempt=entry.attempts)
                 self._metrics.failed += 1
             self._dead[entry.id] = None
             self._let_key_go(entry)

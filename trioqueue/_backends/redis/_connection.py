@@ -95,7 +95,15 @@ def decode_record(job_id: str, fields: dict[bytes, bytes]) -> JobRecord:
             return 0.0
         return value if math.isfinite(value) else 0.0  # inf or nan: changed by hand
 
-    error = ErrorInfo(type=get("et"), message=get("em"), traceback=get("tb")) if get("et") else None
+    error = None
+    if get("et"):
+        attempt = get("ea")
+        error = ErrorInfo(
+            type=get("et"),
+            message=get("em"),
+            traceback=get("tb"),
+            attempt=int(attempt) if attempt.isdigit() else None,  # older records have none
+        )
     raw = fields.get(b"p")
     payload: Any = None
     if raw is not None:

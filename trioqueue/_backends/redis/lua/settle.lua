@@ -76,11 +76,11 @@ local function settle(id, token, kind, etype, emsg, reason, etrace)
     -- dead-letters such a job, naming the field, and its count starts again
     redis.call('HSET', key, 'a', 0)
   end
-  redis.call('HINCRBY', key, 'a', 1)
+  local attempt = redis.call('HINCRBY', key, 'a', 1)
   redis.call('HSET', key, 'u', stamp(NOW))
   count('processed')
   if etype ~= '' then
-    redis.call('HSET', key, 'et', etype, 'em', emsg, 'tb', etrace)
+    redis.call('HSET', key, 'et', etype, 'em', emsg, 'tb', etrace, 'ea', attempt)
     count('failed')
   end
   if kind == 'retry' then
