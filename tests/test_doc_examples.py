@@ -2,9 +2,11 @@
 
 Each ``docs/examples/NAME.py`` is shown by a page with its output,
 ``NAME.out``; these tests run it and compare. The memory backend's examples run
-on Trio's mock clock (their seconds-long waits pass at once); the Redis ones on
-a private server, with the worker and the commands of the tutorial run as a
-user runs them.
+twice: on Trio's mock clock, and as a reader runs them (``python NAME.py``, the
+real clock, a few seconds each), so that an example's output never depends on
+the clock and none keeps a reader waiting. The Redis ones run on a private
+server, with the worker and the commands of the tutorial run as a user runs
+them.
 """
 
 from __future__ import annotations
@@ -161,8 +163,9 @@ def test_a_memory_example_prints_what_its_page_shows(name, capsys):
     assert capsys.readouterr().out == shown_output(name)
 
 
-@pytest.mark.parametrize("name", IN_A_PROCESS)
+@pytest.mark.parametrize("name", ON_MEMORY + THREADED + IN_A_PROCESS)
 def test_an_example_run_as_a_program_prints_what_its_page_shows(name):
+    """``python NAME.py``, as a reader runs it: on the real clock, in a few seconds."""
     result = subprocess.run(
         [sys.executable, f"{name}.py"],
         cwd=EXAMPLES, capture_output=True, text=True, timeout=60, check=False,

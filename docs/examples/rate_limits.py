@@ -9,13 +9,13 @@ from trioqueue import RateLimit
 async def main() -> None:
     backend = trioqueue.MemoryBackend()
     queue = trioqueue.Queue(backend)
-    # the upstream API takes 4 calls a second from us, and 1 a second per customer
-    await queue.set_rate_limits(queue=RateLimit(4, per=1.0), per_key=RateLimit(1, per=1.0))
+    # the upstream API takes 5 calls a second from us, and 1 a second per customer
+    await queue.set_rate_limits(queue=RateLimit(5, per=1.0), per_key=RateLimit(1, per=1.0))
     print("limits:", (await queue.rate_limits()).describe())
     started = trio.current_time()
 
     async def call_api(job: trioqueue.Job) -> None:
-        print(f"{trio.current_time() - started:.2f} s  {job.payload['customer']} {job.id}")
+        print(f"{trio.current_time() - started:.1f} s  {job.payload['customer']} {job.id}")
         await trio.sleep(0.05)  # the call itself
 
     # acme floods the queue first; globex's two jobs do not wait behind acme's

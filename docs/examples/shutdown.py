@@ -6,8 +6,8 @@ import trioqueue
 
 
 async def transcode(job: trioqueue.Job) -> None:
-    """A long job: 10 s per video."""
-    await trio.sleep(10)
+    """A long job: 2 s per video."""
+    await trio.sleep(2)
 
 
 async def main() -> None:
@@ -16,9 +16,10 @@ async def main() -> None:
     async with trioqueue.open_worker_pool(backend, transcode, workers=2) as pool:
         for n in range(5):
             await queue.enqueue({"video": n}, id=f"video-{n}")
-        await trio.sleep(15)  # two videos done, two running, one waiting
-        # stop claiming; running handlers get 3 s, then are cancelled and put back
-        report = await pool.shutdown(grace=3)
+        await trio.sleep(3)  # two videos done, two running, one waiting
+        # stop claiming; running handlers get half a second, then are cancelled and
+        # put back (a second before they would have finished)
+        report = await pool.shutdown(grace=0.5)
     print(f"cancelled {report.cancelled}, put back {report.released}")
     stats = await queue.stats()
     print(f"completed {stats.succeeded}, waiting again {stats.gauges.queue_depth}")

@@ -12,7 +12,7 @@ async def main() -> None:
 
     async def handle(job: trioqueue.Job) -> None:
         print(f"{trio.current_time() - started:.1f} s  {job.id} starts: {job.payload}")
-        await trio.sleep(2)  # the work
+        await trio.sleep(1)  # the work
 
     # one sync per account at a time: a second request finds the first
     first = await queue.enqueue({"account": 7}, id="sync-a", unique_key="sync:7")
@@ -21,13 +21,13 @@ async def main() -> None:
     print("sync-b:", "found" if second.deduplicated else "added", second.id)
     async with trioqueue.open_worker_pool(backend, handle) as pool:
         # a burst of edits, half a second apart: only the last one is indexed,
-        # 3 s after it came
+        # 1 s after it came
         for n in range(4):
             await queue.enqueue(
-                {"doc": 42, "edit": n}, id=f"index-{n}", unique_key="index:42", debounce=3
+                {"doc": 42, "edit": n}, id=f"index-{n}", unique_key="index:42", debounce=1
             )
             await trio.sleep(0.5)
-        await trio.sleep(6)
+        await trio.sleep(2)
         pool.mark_producer_finished()
     replaced = await queue.status("index-0")
     assert replaced is not None

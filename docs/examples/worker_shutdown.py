@@ -25,7 +25,7 @@ async def main() -> None:
     async with trioqueue.open_worker_pool(backend, flaky, workers=2, retry=retry, seed=1):
         for n in range(5):
             await queue.enqueue(n)  # waits while the one place is taken
-        await trio.sleep(10)  # every job so far is done: nothing pending
+        await trio.sleep(3)  # every job so far is done: nothing pending
         for n in range(5, 10):
             await queue.enqueue(n)  # still taken: the pool did not stop
     snap = backend.metrics.snapshot()

@@ -17,6 +17,7 @@ async def handle(job: trioqueue.Job) -> object:
 
 
 async def main() -> None:
+    started = trio.current_time()
     backend = trioqueue.MemoryBackend()
     queue = trioqueue.Queue(backend)
     # a chain: each step starts once the one before completed
@@ -41,8 +42,9 @@ async def main() -> None:
             pages = sum([outcome.unwrap() async for _, outcome in results])
         print("the group rendered", pages, "pages")
         pool.mark_producer_finished()
-    for when, job_id in sorted(finished):
-        print(f"{when:.0f} s  {job_id}")
+    # to the second from the start (jobs that end together, in the order of their ids)
+    for second, job_id in sorted((round(when - started), job_id) for when, job_id in finished):
+        print(f"{second} s  {job_id}")
     shipped = await queue.status("order-2:ship")
     assert shipped is not None
     print(shipped.id, shipped.state.value + ":", shipped.reason)
