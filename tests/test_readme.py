@@ -7,6 +7,7 @@ what these tests run.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -28,10 +29,11 @@ def example(name: str) -> str:
     return (FILES / f"{name}.py").read_text()
 
 
-def run(code: str) -> subprocess.CompletedProcess[str]:
+def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        env=env,
+    )  # fmt: skip
 
 
 def test_the_readme_shows_each_example_file_as_it_is():
@@ -95,11 +97,14 @@ def test_the_results_example_prints_each_result_and_the_waits_end():
     assert last == "{'width': 200}"
 
 
-def test_the_redis_example_runs_on_a_server(redis_server: RedisServer):
-    code = example("redis").replace("redis://localhost:6379/0", redis_server.url)
-    assert code != example("redis")
-    result = run(code)
+def test_the_redis_example_runs_on_the_server_the_variable_names_and_says_which(
+    redis_server: RedisServer,
+):
+    result = run(example("redis"), env={**os.environ, "TRIOQUEUE_REDIS_URL": redis_server.url})
     assert result.returncode == 0, result.stderr
+    first, *_ = result.stdout.splitlines()
+    backend = f"<trioqueue.RedisBackend reliable queue='{{mail}}' url='{redis_server.url}'>"
+    assert first == f"using {backend}"
     assert "counters: enqueued=1000" in result.stdout
 
 

@@ -2,12 +2,17 @@
 
 Each function makes a backend as the page shows it; none reaches Redis before its
 first call. The URL names nodes of the cluster, any one of which may be down when a
-process starts: the tests give their own.
+process starts: `TRIOQUEUE_REDIS_URL` names them, as for every command (the tests give
+their own).
 """
+
+import os
 
 import trioqueue
 
-NODE = "redis://node-1:7000,node-2:7000,node-3:7000?cluster=yes"
+NODE = os.environ.get(
+    "TRIOQUEUE_REDIS_URL", "redis://node-1:7000,node-2:7000,node-3:7000?cluster=yes"
+)
 
 
 def on_a_cluster(url: str = NODE) -> trioqueue.RedisBackend:

@@ -48,6 +48,8 @@ async def main() -> None:
             REDIS_URL, stream="{uploads}", group="thumbnailer", min_idle=MIN_IDLE
         ) as uploads,
     ):
+        for backend in (warmups, thumbnails, uploads):
+            print("using", backend)  # which Redis (its password hidden), which queue
         # leaving the block drains the pools from the last one opened to the first:
         # the warm-ups, then the uploads (which publish), then the thumbnails
         async with (

@@ -17,6 +17,7 @@ async def count_visit(job: trioqueue.Job) -> None:
 
 async def main() -> None:
     async with trioqueue.RedisBackend(REDIS_URL, queue="{visits}", min_idle=30) as backend:
+        print("using", backend)  # which Redis (its password hidden) and which queue
         await backend.command("DEL", "{visits}.by_page")  # a fresh count for this example
         queue = trioqueue.Queue(backend)
         for page in ("/", "/about", "/", "/", "/about"):

@@ -1,6 +1,10 @@
+import os
+
 import trio
 
 import trioqueue
+
+REDIS_URL = os.environ.get("TRIOQUEUE_REDIS_URL", "redis://localhost:6379/0")
 
 
 async def send_email(job: trioqueue.Job) -> None:
@@ -8,9 +12,8 @@ async def send_email(job: trioqueue.Job) -> None:
 
 
 async def main() -> None:
-    async with trioqueue.RedisBackend(
-        "redis://localhost:6379/0", queue="{mail}", min_idle=10
-    ) as backend:
+    async with trioqueue.RedisBackend(REDIS_URL, queue="{mail}", min_idle=10) as backend:
+        print("using", backend)  # which Redis (its password hidden) and which queue
         queue = trioqueue.Queue(backend)
         async with trioqueue.open_worker_pool(backend, send_email, workers=8):
             for n in range(1000):
