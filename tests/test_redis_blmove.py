@@ -8,8 +8,9 @@ cancellation has: the server moved a job just before the wait was called off.
 from __future__ import annotations
 
 import random
+import re
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import coredis
 import pytest
@@ -38,6 +39,33 @@ async def test_a_cancelled_wait_for_a_job_ends_at_once_and_takes_nothing(
         [claim] = await backend.claim(1, lease=30, block=0)  # the connection still works
         assert claim.job.id == "j"
         assert await backend.ack(claim)
+
+
+async def unblocks(backend: trioqueue.RedisBackend) -> int:
+    """How many ``CLIENT UNBLOCK`` the server has run: each is a cancelled wait's cost."""
+    info = await backend.command("INFO", "commandstats")
+    assert isinstance(info, bytes)
+    found = re.search(rb"^cmdstat_client\|unblock:calls=(\d+)", info, re.M)
+    return int(found[1]) if found else 0
+
+
+@pytest.mark.parametrize("source", ["list", "stream"])
+async def test_an_idle_wait_ends_on_the_servers_timeout_not_by_a_cancellation(
+    redis_server: RedisServer, source: str
+):
+    """The server's timer ends an idle claim's wait (BLMOVE, XREAD BLOCK), as each
+    idle poll of a pool does: a cancellation, Trio's deadline a moment after it,
+    would cost a CLIENT UNBLOCK and a reply to read off every time."""
+    where: dict[str, Any] = (
+        {"queue": queue_name()} if source == "list" else {"stream": queue_name(), "group": "g"}
+    )
+    async with trioqueue.RedisBackend(redis_server.url, min_idle=30, **where) as backend:
+        await backend.claim(1, lease=30, block=0)  # connected, the stream's group made
+        before = await unblocks(backend)
+        with trio.fail_after(10):
+            for _ in range(3):
+                assert await backend.claim(1, lease=30, block=0.2) == []
+        assert await unblocks(backend) == before
 
 
 async def cancel_once_blocked(raw: coredis.Redis[bytes], scope: trio.CancelScope) -> None:

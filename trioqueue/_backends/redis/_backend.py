@@ -82,9 +82,9 @@ class RedisBackend(Adding, Claiming, Settling, Inspecting, Maintaining):
         recovery_zset: The claims sorted set's key (default ``<queue>.claims``).
         clock: None to use the Redis server's clock (the default: hosts need
             no clock agreement). Tests pass ``trio.current_time`` to run the
-            scripts on a mock clock. Claims take the same path either way; only
-            the wait in ``BLMOVE``, which the server times on its real clock, is
-            ended by a cancellation on Trio's clock instead.
+            scripts on a mock clock. Claims and every wait take the same path
+            either way: a blocking wait has the server's timeout, and a Trio
+            deadline a moment after it, which ends it on a mock clock.
         reliable: True for at-least-once delivery with recovery (a new
             queue's default), False for a simple, at-most-once queue.
         key_ttl: Seconds an unfed queue lives; a new queue without one lives

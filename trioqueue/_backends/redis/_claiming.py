@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ._stream import StreamSource
 
-from ._base import INJECTED_CLOCK_BLOCK
+from ._base import TIMER_SLACK
 from ._settling import Settling
 
 __all__ = ["Claiming"]
@@ -200,21 +200,14 @@ class Claiming(Settling):
             # no longer than until the next delayed job is due: then it is claimable
             # (a delayed job enqueued meanwhile, due sooner, sends a wake element)
             wait = _until_due(left, due_in)
-            # cancellable at once: a cancelled wait puts back what it moved (see blmove)
-            if self._clock is None and not due_in:
-                element = await self._conn.blmove(ready, processing, wait)
-            elif self._clock is None:
-                # a due time is kept on this clock: Redis notices a BLMOVE's timeout only
-                # when its event loop wakes (every 100 ms on an idle server at hz 10)
-                element = None
-                with trio.move_on_after(wait):
-                    element = await self._conn.blmove(ready, processing, left)
-            else:
-                # the server waits on the real clock, Trio's may be a mock one: the wait
-                # ends on Trio's clock, by the same cancellation that stops a pool
-                element = None
-                with trio.move_on_after(wait):
-                    element = await self._conn.blmove(ready, processing, INJECTED_CLOCK_BLOCK)
+            # The server's timer ends an idle wait, Trio's deadline a moment later only
+            # when it cannot (TIMER_SLACK). A due time is kept on this clock, and Redis
+            # notices a BLMOVE's timeout only when its event loop wakes: Trio's deadline
+            # ends that wait, by a cancellation, which puts back what it moved (blmove).
+            server_wait, trio_wait = (left, wait) if due_in else (wait, wait + TIMER_SLACK)
+            element = None
+            with trio.move_on_after(trio_wait):
+                element = await self._conn.blmove(ready, processing, server_wait)
             if element is None and not due_in:
                 return []  # the block ran out, and nothing is stored to come due
             moved = () if element is None else (element,)
@@ -245,11 +238,11 @@ class Claiming(Settling):
         if rows or block <= 0:  # rows that were all dead-lettered end the call too
             return claims
         block = _until_due(block, due_in)
-        # the server waits on the real clock; with a test clock the wait ends on Trio's
-        wait = block if self._clock is None else INJECTED_CLOCK_BLOCK
-        with trio.move_on_after(block):
+        # as a list's wait (claim): Trio's deadline ends it at a due time, else the
+        # server's timer does
+        with trio.move_on_after(block if due_in else block + TIMER_SLACK):
             await self._conn.wait_for_entries(
-                {source.stream: text(after), self._keys.wake: text(woken)}, wait
+                {source.stream: text(after), self._keys.wake: text(woken)}, block
             )
         await trio.lowlevel.checkpoint_if_cancelled()
         with trio.CancelScope(shield=True):
