@@ -40,6 +40,9 @@ BACKENDS = [
     pytest.param("redis-simple", id="redis-simple"),
     pytest.param("redis-cluster", id="redis-cluster"),
     pytest.param("redis-stream", id="redis-stream"),
+    # production's time: the scripts read the server's clock, Trio's is the real one
+    # (tests marked server_clock: those that wait no more than a moment)
+    pytest.param("redis-server-clock", id="redis-server-clock"),
 ]
 
 # Real seconds every task must stay blocked before a mock clock jumps: a Redis reply
@@ -51,6 +54,7 @@ JUMP_AFTER = {
     "redis-cluster": 0.02,
     "redis-stream": 0.02,
 }
+SERVER_CLOCK = "redis-server-clock"
 
 MakeBackend = Callable[..., Awaitable[trioqueue.Backend]]
 
@@ -73,8 +77,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect (not skip): the tests marked alone, or the others, for ``--alone=exclude|only``;
-    the redis-cluster variant of the contract tests marked ``not_on_cluster``, and the
-    redis-stream variant of those marked ``not_on_stream`` (a stream has no capacity)."""
+    the redis-cluster variant of the contract tests marked ``not_on_cluster``, the
+    redis-stream variant of those marked ``not_on_stream`` (a stream has no capacity),
+    and the redis-server-clock variant of those not marked ``server_clock`` (their
+    waits pass at once on a mock clock, and would take their full time on this one)."""
     choice = config.getoption("alone")
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
@@ -90,6 +96,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.get_closest_marker("not_on_stream") is not None
             and _variant(item) == "redis-stream"
         ):
+            wanted = False
+        if item.get_closest_marker("server_clock") is None and _variant(item) == SERVER_CLOCK:
             wanted = False
         (kept if wanted else dropped).append(item)
     if dropped:
@@ -218,7 +226,9 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
     """``await make_backend(capacity=…, retention=…)``: a fresh, empty backend of each kind.
 
     Redis backends get a queue of their own on the session's private server, and
-    run on Trio's clock so the mock-clock tests mean the same on both.
+    run on Trio's clock so the mock-clock tests mean the same on both; the
+    redis-server-clock variant, of the tests marked ``server_clock``, is made as
+    production makes it (the server's clock in the scripts, Trio's real clock).
     ``make_backend.redelivers`` says whether a crashed owner's job runs again
     (at-least-once) or becomes a dead letter (the simple, at-most-once queue).
     """
@@ -241,6 +251,16 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
             )
             _hold_the_clock(backend._conn)
             return await _connected(backend)
+        if kind == SERVER_CLOCK:  # as production makes it: the server's clock, no hold
+            return await _connected(
+                trioqueue.RedisBackend(
+                    request.getfixturevalue("redis_server").url,
+                    queue="{t-" + uuid.uuid4().hex[:12] + "}",
+                    capacity=capacity,
+                    min_idle=30,
+                    **options,
+                )
+            )
         if kind == "redis-cluster":  # reliable, on a cluster of three masters
             url = request.getfixturevalue("redis_cluster").url + "?cluster=yes"
         else:
@@ -263,14 +283,17 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
 
 
 @pytest.fixture
-def autojump_clock(request: pytest.FixtureRequest) -> trio.testing.MockClock:
+def autojump_clock(request: pytest.FixtureRequest) -> trio.testing.MockClock | None:
     """pytest-trio's autojump clock; with a Redis backend it jumps only after 20 ms idle.
 
     Waiting for a Redis reply leaves every task blocked; a clock that jumped at
-    once would fire timeouts while the reply is on its way.
+    once would fire timeouts while the reply is on its way. The server-clock
+    variant gets none: the test runs on Trio's real clock, as production does.
     """
     callspec = getattr(request.node, "callspec", None)
     kind = callspec.params.get("make_backend") if callspec else None
+    if kind == SERVER_CLOCK:
+        return None
     return trio.testing.MockClock(autojump_threshold=JUMP_AFTER[kind or "memory"])
 
 

@@ -1,8 +1,10 @@
-"""The production claim path on the real clock: a wait in BLMOVE that a cancellation ends.
+"""The production claim path on the real clock: a wait in BLMOVE, and its cancellation.
 
-The contract suite takes the same path on a mock clock; these tests run it on the
-server's clock, where the wait is the server's own, and force the one race a
-cancellation has: the server moved a job just before the wait was called off.
+The contract suite takes the same path on a mock clock, where Trio's deadline ends
+every wait, and on the server's clock (its redis-server-clock variant); these
+tests look at what the mock clock cannot show: that an idle wait ends on the
+server's own timer, and the one race a cancellation has, the server having moved
+a job just before the wait was called off.
 """
 
 from __future__ import annotations

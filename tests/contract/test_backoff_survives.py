@@ -24,6 +24,7 @@ async def record_of(backend: trioqueue.Backend, job_id: str) -> trioqueue.JobRec
     return record
 
 
+@pytest.mark.server_clock
 async def test_a_retry_records_its_due_time_and_a_requeue_clears_it(make_backend, autojump_clock):
     backend = await make_backend()
     await Queue(backend).enqueue("p", id="j")

@@ -13,6 +13,7 @@ from ..conftest import settle
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_try_enqueue_on_a_full_queue_raises_and_accepts_nothing(make_backend):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -26,6 +27,7 @@ async def test_try_enqueue_on_a_full_queue_raises_and_accepts_nothing(make_backe
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_enqueue_waits_for_room_then_accepts(make_backend, nursery):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)
@@ -64,6 +66,7 @@ async def test_an_enqueue_cancelled_while_waiting_accepts_nothing(make_backend, 
 
 @pytest.mark.not_on_stream
 @pytest.mark.parametrize("capacity", [0, -1])
+@pytest.mark.server_clock
 async def test_capacity_below_one_is_refused(make_backend, capacity):
     with pytest.raises(ConfigurationError, match=r"capacity.*>= 1"):
         await make_backend(capacity=capacity)

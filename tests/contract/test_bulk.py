@@ -31,6 +31,7 @@ async def test_every_job_is_accepted_in_order_and_runs_once(make_backend):
     assert (snap.enqueued, snap.succeeded) == (1200, 1200)
 
 
+@pytest.mark.server_clock
 async def test_duplicates_are_found_and_a_conflict_takes_its_place_without_stopping_the_rest(
     make_backend,
 ):
@@ -54,6 +55,7 @@ async def test_duplicates_are_found_and_a_conflict_takes_its_place_without_stopp
     assert (snap.enqueued, snap.deduplicated, snap.conflicts) == (3, 2, 2)
 
 
+@pytest.mark.server_clock
 async def test_an_empty_batch_is_an_empty_list_and_still_a_checkpoint(make_backend):
     queue = Queue(await make_backend())
     with trio.testing.assert_checkpoints():
@@ -64,6 +66,7 @@ async def test_an_empty_batch_is_an_empty_list_and_still_a_checkpoint(make_backe
         await queue.enqueue_many(["a", "b"], ids="ab")  # type: ignore[arg-type]
 
 
+@pytest.mark.server_clock
 async def test_a_bad_job_anywhere_in_the_batch_sends_nothing(make_backend):
     queue = Queue(await make_backend())
     with pytest.raises(TypeError, match=r"job 2 of the batch \(nothing was sent\).*JSON"):
@@ -77,6 +80,7 @@ async def test_a_bad_job_anywhere_in_the_batch_sends_nothing(make_backend):
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_without_waiting_the_jobs_past_a_full_queue_get_queue_full(make_backend):
     queue = Queue(await make_backend(capacity=2))
     await queue.enqueue("x", id="x")
@@ -90,6 +94,7 @@ async def test_without_waiting_the_jobs_past_a_full_queue_get_queue_full(make_ba
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_submit_many_stores_what_does_not_fit(make_backend):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -105,6 +110,7 @@ async def test_submit_many_stores_what_does_not_fit(make_backend):
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_enqueue_many_waits_for_room_job_by_job(make_backend, nursery):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)

@@ -20,6 +20,7 @@ async def assert_cancelled(queue: Queue, job_id: str) -> trioqueue.JobRecord:
     return record
 
 
+@pytest.mark.server_clock
 async def test_a_waiting_job_never_runs(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -45,6 +46,7 @@ async def test_a_waiting_job_never_runs(make_backend, autojump_clock):
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_a_ready_job_is_removed_and_its_room_freed(make_backend, autojump_clock):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -159,6 +161,7 @@ async def test_a_job_sleeping_before_its_retry_ends_without_another_attempt(
     assert record.attempts == 1
 
 
+@pytest.mark.server_clock
 async def test_a_cancel_the_pool_never_heard_ends_the_job_when_it_is_given_back(
     make_backend, autojump_clock
 ):
@@ -177,6 +180,7 @@ async def test_a_cancel_the_pool_never_heard_ends_the_job_when_it_is_given_back(
     await assert_cancelled(queue, "held")
 
 
+@pytest.mark.server_clock
 async def test_a_finished_job_is_left_alone_and_an_unknown_one_not_found(
     make_backend, autojump_clock
 ):

@@ -74,6 +74,7 @@ async def assert_cancelled_before_it_changed_anything(queue: Queue, call: str) -
 
 
 @pytest.mark.parametrize("call", CALLS)
+@pytest.mark.server_clock
 async def test_a_call_in_a_cancelled_scope_raises_cancelled_and_changes_nothing(
     make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
 ):
@@ -83,6 +84,7 @@ async def test_a_call_in_a_cancelled_scope_raises_cancelled_and_changes_nothing(
 
 @pytest.mark.not_on_stream
 @pytest.mark.parametrize("call", FULL_QUEUE_CALLS)
+@pytest.mark.server_clock
 async def test_the_other_calls_in_a_cancelled_scope_raise_cancelled_and_change_nothing(
     make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
 ):
@@ -106,6 +108,7 @@ WORKER_CALLS: dict[str, Callable[[trioqueue.Backend, trioqueue.Claim], Awaitable
 
 
 @pytest.mark.parametrize("call", WORKER_CALLS)
+@pytest.mark.server_clock
 async def test_a_worker_s_call_in_a_cancelled_scope_raises_cancelled_and_changes_nothing(
     make_backend: MakeBackend, autojump_clock: trio.testing.MockClock, call: str
 ):

@@ -137,6 +137,7 @@ async def test_the_sweep_moves_due_jobs_to_the_ready_queue(make_backend, autojum
     assert snap.conserved
 
 
+@pytest.mark.server_clock
 async def test_idempotency_ignores_the_due_time_and_the_first_stands(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -156,6 +157,7 @@ async def test_idempotency_ignores_the_due_time_and_the_first_stands(make_backen
     assert (snap.enqueued, snap.deduplicated, snap.conflicts) == (1, 2, 1)
 
 
+@pytest.mark.server_clock
 async def test_at_takes_an_aware_datetime_and_a_past_or_zero_due_is_at_once(
     make_backend, autojump_clock
 ):
@@ -227,6 +229,7 @@ async def test_a_batch_may_be_due_later_together(make_backend, autojump_clock):
         ),
     ],
 )
+@pytest.mark.server_clock
 async def test_a_bad_delay_or_due_time_is_refused_and_nothing_is_stored(
     make_backend, options, error, words
 ):

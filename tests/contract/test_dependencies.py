@@ -51,6 +51,7 @@ async def run_until_done(backend: trioqueue.Backend, handler: trioqueue.Handler)
         )
 
 
+@pytest.mark.server_clock
 async def test_a_follower_enqueued_while_its_parent_runs_waits_for_it_to_finish(
     make_backend, autojump_clock
 ):
@@ -138,6 +139,7 @@ async def test_a_job_after_a_group_runs_once_the_whole_group_completed(
         ("drop", "was dropped"),
     ],
 )
+@pytest.mark.server_clock
 async def test_a_parent_that_does_not_complete_makes_its_followers_dead_letters(
     make_backend, autojump_clock, ending, how
 ):
@@ -176,6 +178,7 @@ async def test_a_parent_that_does_not_complete_makes_its_followers_dead_letters(
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_cancelled_parent_ends_its_followers_and_a_cancelled_follower_stays_so(
     make_backend, autojump_clock
 ):
@@ -205,6 +208,7 @@ async def test_a_cancelled_parent_ends_its_followers_and_a_cancelled_follower_st
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_parent_finished_already_counts_at_once(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -231,6 +235,7 @@ async def test_a_parent_finished_already_counts_at_once(make_backend, autojump_c
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_an_unknown_parent_is_refused_and_nothing_is_accepted(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -247,6 +252,7 @@ async def test_an_unknown_parent_is_refused_and_nothing_is_accepted(make_backend
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_deferred_job_takes_no_room_and_waits_for_room_once_ready(
     make_backend, autojump_clock
 ):
@@ -270,6 +276,7 @@ async def test_a_deferred_job_takes_no_room_and_waits_for_room_once_ready(
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_follower_requeued_from_the_dead_letters_runs(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -291,6 +298,7 @@ async def test_a_follower_requeued_from_the_dead_letters_runs(make_backend, auto
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_newer_job_of_a_followers_id_waits_only_for_its_own_parents(
     make_backend, autojump_clock
 ):
@@ -312,6 +320,7 @@ async def test_a_newer_job_of_a_followers_id_waits_only_for_its_own_parents(
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_followers_wait_and_go_on_in_the_order_they_came(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -324,6 +333,7 @@ async def test_followers_wait_and_go_on_in_the_order_they_came(make_backend, aut
     assert await queue.job_ids("ready") == ["z", "a", "m", "b"]
 
 
+@pytest.mark.server_clock
 async def test_a_failed_parents_followers_end_depth_first_in_the_order_they_came(
     make_backend, autojump_clock
 ):

@@ -8,6 +8,7 @@ import trioqueue
 from trioqueue import Queue
 
 
+@pytest.mark.server_clock
 async def test_headers_reach_the_handler_and_the_record(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -28,6 +29,7 @@ async def test_headers_reach_the_handler_and_the_record(make_backend, autojump_c
     assert seen == {"h1": headers, "h2": {"tenant": "acme"}, "h3": {"tenant": "acme"}, "plain": {}}
 
 
+@pytest.mark.server_clock
 async def test_headers_stay_with_a_retried_and_a_requeued_dead_letter(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -58,6 +60,7 @@ async def test_headers_stay_with_a_retried_and_a_requeued_dead_letter(make_backe
         ({"big": "x" * 9000}, ValueError, "8,192 bytes"),
     ],
 )
+@pytest.mark.server_clock
 async def test_bad_headers_are_refused_and_nothing_is_stored(make_backend, headers, error, words):
     backend = await make_backend()
     with pytest.raises(error, match=words):

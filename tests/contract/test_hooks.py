@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping
 
 
+@pytest.mark.server_clock
 async def test_an_enqueue_hook_adds_headers_to_every_job(make_backend, autojump_clock):
     backend = await make_backend()
 
@@ -33,6 +34,7 @@ async def test_an_enqueue_hook_adds_headers_to_every_job(make_backend, autojump_
     assert headers == {"a": {"tenant": "acme"}, "b": {"tenant": "other"}, "c": {"tenant": "acme"}}
 
 
+@pytest.mark.server_clock
 async def test_middleware_wraps_each_attempt_outermost_first(make_backend, autojump_clock):
     backend = await make_backend()
     calls: list[str] = []

@@ -12,6 +12,7 @@ from trioqueue._job_input import prepare
 from ..conftest import collect
 
 
+@pytest.mark.server_clock
 async def test_same_id_and_payload_returns_the_existing_job_and_runs_once(make_backend):
     backend = await make_backend()
     queue = Queue(backend)
@@ -27,6 +28,7 @@ async def test_same_id_and_payload_returns_the_existing_job_and_runs_once(make_b
     assert (snap.enqueued, snap.deduplicated, snap.succeeded) == (1, 1, 1)
 
 
+@pytest.mark.server_clock
 async def test_same_id_with_another_payload_conflicts_and_keeps_the_original(make_backend):
     queue = Queue(await make_backend())
     await queue.enqueue({"v": 1}, id="x")
@@ -41,6 +43,7 @@ async def test_same_id_with_another_payload_conflicts_and_keeps_the_original(mak
     assert (snap.enqueued, snap.conflicts) == (1, 2)
 
 
+@pytest.mark.server_clock
 async def test_a_job_without_an_id_gets_a_fresh_one(make_backend):
     queue = Queue(await make_backend())
     receipts = [await queue.enqueue({"same": True}) for _ in range(3)]
@@ -49,6 +52,7 @@ async def test_a_job_without_an_id_gets_a_fresh_one(make_backend):
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_a_duplicate_is_found_even_when_the_queue_is_full(make_backend):
     queue = Queue(await make_backend(capacity=1))
     await queue.try_enqueue("only", id="only")
@@ -59,6 +63,7 @@ async def test_a_duplicate_is_found_even_when_the_queue_is_full(make_backend):
 
 
 @pytest.mark.parametrize("payload", [{1, 2}, b"bytes", object(), float("nan"), {"k": float("inf")}])
+@pytest.mark.server_clock
 async def test_a_payload_that_is_not_json_is_refused_with_a_type_error(make_backend, payload):
     queue = Queue(await make_backend())
     with pytest.raises(TypeError, match="JSON-serialisable"):
@@ -67,6 +72,7 @@ async def test_a_payload_that_is_not_json_is_refused_with_a_type_error(make_back
     assert (await queue.stats()).enqueued == 0
 
 
+@pytest.mark.server_clock
 async def test_a_payload_over_max_payload_is_refused_and_one_at_it_accepted(make_backend):
     backend = await make_backend()
     queue = Queue(backend, max_payload=100)
@@ -90,6 +96,7 @@ def test_the_default_payload_limit_is_one_mebibyte():
     ("job_id", "error", "match"),
     [(7, TypeError, "must be a str"), ("", ValueError, "1 to 256"), ("x" * 257, ValueError, "256")],
 )
+@pytest.mark.server_clock
 async def test_a_bad_id_is_refused(make_backend, job_id, error, match):
     queue = Queue(await make_backend())
     with pytest.raises(error, match=match):
@@ -97,6 +104,7 @@ async def test_a_bad_id_is_refused(make_backend, job_id, error, match):
     assert (await queue.stats()).enqueued == 0
 
 
+@pytest.mark.server_clock
 async def test_a_finished_job_is_deduplicated_until_its_record_is_evicted(make_backend):
     backend = await make_backend(retention=1)
     queue = Queue(backend)
@@ -111,6 +119,7 @@ async def test_a_finished_job_is_deduplicated_until_its_record_is_evicted(make_b
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_a_receipt_says_what_state_the_job_is_in(make_backend, autojump_clock):
     queue = Queue(await make_backend())
     fresh = await queue.enqueue("a", id="a")

@@ -11,6 +11,7 @@ import trioqueue
 from trioqueue import JobState, Queue, RetryPolicy
 
 
+@pytest.mark.server_clock
 async def test_a_claim_carries_the_options_its_producer_stored(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -23,6 +24,7 @@ async def test_a_claim_carries_the_options_its_producer_stored(make_backend, aut
         assert await backend.ack(claim)
 
 
+@pytest.mark.server_clock
 async def test_a_jobs_max_attempts_overrides_the_pools_policy(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -65,6 +67,7 @@ async def test_a_jobs_handler_timeout_overrides_the_pools(make_backend, autojump
     assert "handler_timeout=2.0s" in record.last_error.message
 
 
+@pytest.mark.server_clock
 async def test_options_are_no_part_of_the_jobs_identity(make_backend, autojump_clock):
     """Like the due time: the same id and payload again is the job, whose options stand."""
     backend = await make_backend()
@@ -77,6 +80,7 @@ async def test_options_are_no_part_of_the_jobs_identity(make_backend, autojump_c
     assert await backend.ack(claim)
 
 
+@pytest.mark.server_clock
 async def test_a_misspelled_option_is_a_type_error_that_lists_them(make_backend):
     queue = Queue(await make_backend())
     with pytest.raises(TypeError, match=r"'dealy': a job takes id=, and delay=, at=,"):
@@ -102,6 +106,7 @@ async def test_a_misspelled_option_is_a_type_error_that_lists_them(make_backend)
         ({"priority": True}, TypeError, "whole number"),
     ],
 )
+@pytest.mark.server_clock
 async def test_bad_options_are_refused_and_nothing_is_stored(make_backend, options, error, words):
     backend = await make_backend()
     queue = Queue(backend)

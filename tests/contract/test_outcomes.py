@@ -15,6 +15,7 @@ class Boom(Exception):
     pass
 
 
+@pytest.mark.server_clock
 async def test_a_returning_handler_completes_the_job(make_backend, autojump_clock):
     backend = await make_backend()
 
@@ -32,6 +33,7 @@ async def test_a_returning_handler_completes_the_job(make_backend, autojump_cloc
     assert snap.end_to_end.count == 1
 
 
+@pytest.mark.server_clock
 async def test_a_failure_is_retried_and_then_succeeds(make_backend, autojump_clock):
     backend = await make_backend()
 
@@ -139,6 +141,7 @@ async def test_raising_retry_runs_the_job_again_after_the_delay(make_backend, au
     assert (snap.retries, snap.failed) == (2, 0)  # asking for a retry is not a failure
 
 
+@pytest.mark.server_clock
 async def test_retry_with_no_attempts_left_dead_letters(make_backend, autojump_clock):
     backend = await make_backend()
 
@@ -153,6 +156,7 @@ async def test_retry_with_no_attempts_left_dead_letters(make_backend, autojump_c
     assert dead.last_error is None
 
 
+@pytest.mark.server_clock
 async def test_drop_finishes_the_job_without_dead_lettering(make_backend, autojump_clock):
     backend = await make_backend()
 
@@ -170,6 +174,7 @@ async def test_drop_finishes_the_job_without_dead_lettering(make_backend, autoju
     assert snap.conserved
 
 
+@pytest.mark.server_clock
 async def test_requeue_dead_puts_the_job_back_with_fresh_attempts(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -196,6 +201,7 @@ async def test_requeue_dead_puts_the_job_back_with_fresh_attempts(make_backend, 
     assert snap.conserved
 
 
+@pytest.mark.server_clock
 async def test_requeue_dead_of_an_unknown_id_says_so(make_backend):
     queue = Queue(await make_backend())
     await queue.enqueue("p", id="alive")
@@ -204,6 +210,7 @@ async def test_requeue_dead_of_an_unknown_id_says_so(make_backend):
             await queue.requeue_dead(job_id)
 
 
+@pytest.mark.server_clock
 async def test_purge_dead_forgets_dead_letters_but_not_their_count(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)

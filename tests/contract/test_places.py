@@ -13,6 +13,7 @@ from trioqueue import PLACES, Queue, RetryPolicy
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_each_place_lists_its_jobs_next_in_turn_first(make_backend, autojump_clock):
     backend = await make_backend(capacity=3)
     queue = Queue(backend)
@@ -54,6 +55,7 @@ async def test_each_place_lists_its_jobs_next_in_turn_first(make_backend, autoju
     assert await queue.job_ids("ready", limit=0) == []
 
 
+@pytest.mark.server_clock
 async def test_a_place_that_is_not_one_is_refused_naming_them(make_backend):
     queue = Queue(await make_backend())
     with pytest.raises(

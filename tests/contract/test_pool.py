@@ -103,6 +103,7 @@ async def test_a_job_waiting_to_retry_does_not_hold_a_worker(make_backend, autoj
     assert 10 <= finished["slow-retry"] < 11
 
 
+@pytest.mark.server_clock
 async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
     make_backend, autojump_clock
 ):
@@ -128,6 +129,7 @@ async def test_a_producer_blocked_on_a_full_queue_with_failing_workers_finishes(
     assert (snap.succeeded, attempts) == (15, 45)
 
 
+@pytest.mark.server_clock
 async def test_prefetch_and_batches_still_run_each_job_once(make_backend, autojump_clock):
     backend = await make_backend(capacity=50)
     ids: list[str] = []
@@ -155,6 +157,7 @@ async def test_prefetch_and_batches_still_run_each_job_once(make_backend, autoju
         ({"retry": 3}, r"pass a trioqueue.RetryPolicy"),
     ],
 )
+@pytest.mark.server_clock
 async def test_bad_pool_settings_are_refused_before_anything_starts(make_backend, options, match):
     backend = await make_backend()
     await Queue(backend).enqueue("p")
@@ -183,6 +186,7 @@ class AsyncCallable:
 @pytest.mark.parametrize(
     "handler", [sync_handler, lambda job: None, 42], ids=["def", "lambda", "int"]
 )
+@pytest.mark.server_clock
 async def test_a_handler_that_is_not_async_is_refused_before_any_job_runs(make_backend, handler):
     backend = await make_backend()
     await Queue(backend).enqueue("p", id="j")
@@ -195,6 +199,7 @@ async def test_a_handler_that_is_not_async_is_refused_before_any_job_runs(make_b
     assert (record.state, record.attempts) == (JobState.RECEIVED, 0)
 
 
+@pytest.mark.server_clock
 async def test_an_async_callable_object_and_a_partial_are_handlers(make_backend, autojump_clock):
     backend = await make_backend()
     target = AsyncCallable()
@@ -209,6 +214,7 @@ async def test_an_async_callable_object_and_a_partial_are_handlers(make_backend,
     assert (len(target.seen), len(seen)) == (1, 1)
 
 
+@pytest.mark.server_clock
 async def test_a_handlers_result_is_published_to_reply_to(make_backend, autojump_clock):
     backend, replies = await make_backend(), await make_backend()
 
@@ -227,6 +233,7 @@ async def test_a_handlers_result_is_published_to_reply_to(make_backend, autojump
     assert (await backend.stats()).succeeded == 2
 
 
+@pytest.mark.server_clock
 async def test_a_job_that_runs_again_publishes_its_reply_once(make_backend, autojump_clock):
     # retention=0 forgets a finished job at once, so the same job can run a second time
     backend, replies = await make_backend(retention=0), await make_backend()
@@ -242,6 +249,7 @@ async def test_a_job_that_runs_again_publishes_its_reply_once(make_backend, auto
     assert (snap.enqueued, snap.deduplicated, snap.gauges.queue_depth) == (1, 1, 1)
 
 
+@pytest.mark.server_clock
 async def test_a_result_that_cannot_be_published_fails_the_attempt(make_backend, autojump_clock):
     backend, replies = await make_backend(), await make_backend()
 

@@ -28,6 +28,7 @@ async def claimed_ids(backend: trioqueue.Backend, n: int = 100) -> list[str]:
     return ids
 
 
+@pytest.mark.server_clock
 async def test_a_claim_takes_the_highest_level_first_and_fifo_within_one(
     make_backend, autojump_clock
 ):
@@ -39,6 +40,7 @@ async def test_a_claim_takes_the_highest_level_first_and_fifo_within_one(
     assert await claimed_ids(backend) == ["c", "f", "e", "a", "d", "h", "g", "b"]
 
 
+@pytest.mark.server_clock
 async def test_a_claim_of_a_few_takes_them_from_the_top(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -52,6 +54,7 @@ async def test_a_claim_of_a_few_takes_them_from_the_top(make_backend, autojump_c
     assert await claimed_ids(backend) == ["high", "plain", "low"]
 
 
+@pytest.mark.server_clock
 async def test_a_job_and_its_record_carry_their_priority(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -64,6 +67,7 @@ async def test_a_job_and_its_record_carry_their_priority(make_backend, autojump_
     assert {c.job.id: c.job.priority for c in claims} == {"y": 0, "x": -2}
 
 
+@pytest.mark.server_clock
 async def test_capacity_counts_every_level_and_stats_count_each(make_backend, autojump_clock):
     backend = await make_backend(capacity=4)
     queue = Queue(backend)
@@ -80,6 +84,7 @@ async def test_capacity_counts_every_level_and_stats_count_each(make_backend, au
     assert gauges.ready_by_priority == {2: 0, 1: 0, 0: 2, -1: 0, -2: 1}
 
 
+@pytest.mark.server_clock
 async def test_a_job_stored_for_want_of_room_takes_its_level_when_room_frees(
     make_backend, autojump_clock
 ):
@@ -102,6 +107,7 @@ async def test_a_delayed_job_takes_its_level_when_due(make_backend, autojump_clo
     assert await claimed_ids(backend) == ["later", "now"]
 
 
+@pytest.mark.server_clock
 async def test_a_job_given_back_or_retried_keeps_its_level(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -127,6 +133,7 @@ async def test_a_job_given_back_or_retried_keeps_its_level(make_backend, autojum
     assert attempts == [("urgent", 1, 2), ("urgent", 2, 2)]
 
 
+@pytest.mark.server_clock
 async def test_a_requeued_dead_letter_keeps_its_level(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -138,6 +145,7 @@ async def test_a_requeued_dead_letter_keeps_its_level(make_backend, autojump_clo
     assert await claimed_ids(backend) == ["urgent", "plain"]
 
 
+@pytest.mark.server_clock
 async def test_cancelling_a_job_at_any_level_removes_it(make_backend, autojump_clock):
     backend = await make_backend(capacity=3)
     queue = Queue(backend)

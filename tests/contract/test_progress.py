@@ -11,6 +11,7 @@ import trioqueue
 from trioqueue import Queue, Task
 
 
+@pytest.mark.server_clock
 async def test_a_handler_reports_progress_that_the_record_shows(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -39,6 +40,7 @@ async def test_a_handler_reports_progress_that_the_record_shows(make_backend, au
     assert (record.state, record.progress) == (trioqueue.JobState.COMPLETED, 1.0)
 
 
+@pytest.mark.server_clock
 async def test_progress_from_a_thread_and_a_task_the_handler_started(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -61,6 +63,7 @@ async def test_progress_from_a_thread_and_a_task_the_handler_started(make_backen
     assert progress == {"t": "in a thread", "c": "from a child task"}
 
 
+@pytest.mark.server_clock
 async def test_progress_of_a_claim_no_longer_held_is_not_stored(make_backend, autojump_clock):
     backend = await make_backend()
     await Queue(backend).enqueue(1, id="gone")
@@ -72,6 +75,7 @@ async def test_progress_of_a_claim_no_longer_held_is_not_stored(make_backend, au
     assert record.progress is None
 
 
+@pytest.mark.server_clock
 async def test_report_progress_outside_a_handler_or_with_a_bad_value_says_why(
     make_backend, autojump_clock
 ):

@@ -36,6 +36,7 @@ async def echo(job: trioqueue.Job) -> object:
     return payload
 
 
+@pytest.mark.server_clock
 async def test_a_result_is_kept_on_the_record(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -76,6 +77,7 @@ async def test_result_waits_until_the_job_finishes(make_backend, autojump_clock)
     assert started + 3 <= got[1] < started + 3.5  # type: ignore[operator]
 
 
+@pytest.mark.server_clock
 async def test_a_dead_letter_raises_job_failed_with_its_last_error(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -98,6 +100,7 @@ async def test_a_dead_letter_raises_job_failed_with_its_last_error(make_backend,
 
 
 @pytest.mark.not_on_stream  # a stream source refuses after=
+@pytest.mark.server_clock
 async def test_a_follower_of_a_failed_job_raises_job_failed_naming_its_reason(
     make_backend, autojump_clock
 ):
@@ -120,6 +123,7 @@ async def test_a_follower_of_a_failed_job_raises_job_failed_naming_its_reason(
     assert "requeue_dead" in message
 
 
+@pytest.mark.server_clock
 async def test_a_dropped_job_says_so(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -144,6 +148,7 @@ async def test_an_unknown_id_is_not_found_at_once(make_backend, autojump_clock):
     [({1, 2}, "not JSON serializable"), ("x" * 100, "over the pool's max_result=50")],
     ids=["not-json", "too-large"],
 )
+@pytest.mark.server_clock
 async def test_a_result_that_cannot_be_kept_completes_the_job_once(
     make_backend, autojump_clock, caplog, value, why
 ):
@@ -221,6 +226,7 @@ async def test_results_come_as_the_jobs_finish(make_backend, autojump_clock):
         outcomes["nobody"].unwrap()
 
 
+@pytest.mark.server_clock
 async def test_leaving_results_early_stops_the_wait(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)

@@ -38,6 +38,7 @@ async def test_a_delayed_job_runs_now_when_asked(make_backend, autojump_clock):
     assert snap.conserved, snap
 
 
+@pytest.mark.server_clock
 async def test_run_now_refuses_a_job_not_waiting_for_a_due_time(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -69,6 +70,7 @@ async def test_a_job_run_now_on_a_full_queue_goes_on_first_as_room_frees(
     assert [c.job.id for c in claims] == ["hurried"]
 
 
+@pytest.mark.server_clock
 async def test_jobs_run_now_on_a_full_queue_go_on_the_last_first(make_backend, autojump_clock):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)

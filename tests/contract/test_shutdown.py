@@ -21,6 +21,7 @@ def interrupted_to_dead(make_backend, running: int) -> int:
     return 0 if make_backend.redelivers else running
 
 
+@pytest.mark.server_clock
 async def test_leaving_the_block_drains_every_job(make_backend, autojump_clock):
     backend = await make_backend(capacity=4)
     seen: list[trioqueue.Job] = []
@@ -221,6 +222,7 @@ async def test_a_second_shutdown_with_less_grace_cuts_the_grace_short(
     assert (await backend.stats()).conserved
 
 
+@pytest.mark.server_clock
 async def test_shutdown_twice_returns_the_first_report(make_backend, autojump_clock):
     async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         first = await pool.shutdown(grace=1)
@@ -291,6 +293,7 @@ async def test_cancelling_the_pool_from_outside_puts_every_job_back(make_backend
     assert snap.conserved
 
 
+@pytest.mark.server_clock
 async def test_a_negative_grace_is_refused(make_backend):
     async with trioqueue.open_worker_pool(await make_backend(), collect([])) as pool:
         with pytest.raises(trioqueue.ConfigurationError, match="grace"):

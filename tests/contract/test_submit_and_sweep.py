@@ -13,6 +13,7 @@ from ..conftest import collect, settle
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_submit_stores_jobs_beyond_capacity_unqueued(make_backend, autojump_clock):
     backend = await make_backend(capacity=2)
     queue = Queue(backend)
@@ -32,6 +33,7 @@ async def test_submit_stores_jobs_beyond_capacity_unqueued(make_backend, autojum
 
 
 @pytest.mark.not_on_stream
+@pytest.mark.server_clock
 async def test_stored_jobs_are_scheduled_before_waiting_producers(make_backend, nursery):
     backend = await make_backend(capacity=1)
     queue = Queue(backend)
@@ -143,6 +145,7 @@ async def test_a_long_handler_keeps_its_claim_by_renewing_it(make_backend, autoj
     assert (await backend.stats()).recovered == 0
 
 
+@pytest.mark.server_clock
 async def test_retention_keeps_the_newest_finished_records(make_backend, autojump_clock):
     backend = await make_backend(retention=3)
     queue = Queue(backend)
@@ -176,6 +179,7 @@ async def test_retention_by_age_is_applied_by_the_sweep(make_backend, autojump_c
     assert await queue.status("new") is not None
 
 
+@pytest.mark.server_clock
 async def test_a_job_given_back_or_recovered_is_next_in_line(make_backend, autojump_clock):
     """A job interrupted by a release or a crash was taken in its turn: it goes first."""
     backend = await make_backend()

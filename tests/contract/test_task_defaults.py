@@ -20,6 +20,7 @@ async def _sleeps(job: trioqueue.Job) -> None:
     await trio.sleep(60)
 
 
+@pytest.mark.server_clock
 async def test_a_tasks_max_attempts_comes_between_the_jobs_own_and_the_pools(
     make_backend, autojump_clock
 ):
@@ -57,6 +58,7 @@ async def test_a_tasks_handler_timeout_comes_between_the_jobs_own_and_the_pools(
 
 
 @pytest.mark.not_on_stream  # a stream has no levels (test_priority.py)
+@pytest.mark.server_clock
 async def test_enqueue_with_a_task_takes_its_name_and_its_priority(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -81,6 +83,7 @@ async def test_enqueue_with_a_task_takes_its_name_and_its_priority(make_backend,
     }
 
 
+@pytest.mark.server_clock
 async def test_a_single_task_is_the_pools_handler_with_its_defaults(make_backend, autojump_clock):
     backend = await make_backend()
     await Queue(backend).enqueue(1, id="j")
@@ -94,6 +97,7 @@ async def test_a_single_task_is_the_pools_handler_with_its_defaults(make_backend
     assert (record.state, record.attempts) == (JobState.FAILED, 1)
 
 
+@pytest.mark.server_clock
 async def test_a_sync_handler_runs_in_a_thread_when_asked(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -135,6 +139,7 @@ async def test_a_sync_handler_is_cancelled_where_it_checks(make_backend, autojum
     assert checks
 
 
+@pytest.mark.server_clock
 async def test_a_sync_handler_held_at_shutdown_goes_back_and_is_not_lost(make_backend):
     """On the real clock: a mock clock jumps ahead while Trio waits for a thread."""
     backend = await make_backend()
@@ -161,6 +166,7 @@ async def test_a_sync_handler_held_at_shutdown_goes_back_and_is_not_lost(make_ba
         assert record.state is JobState.FAILED
 
 
+@pytest.mark.server_clock
 async def test_task_is_also_a_decorator_named_after_the_function(make_backend, autojump_clock):
     @trioqueue.task(max_attempts=5, priority=1)
     async def send_email(job: trioqueue.Job) -> str:
@@ -204,6 +210,7 @@ def test_a_bad_task_is_refused_when_made(make, error, words):
         make()
 
 
+@pytest.mark.server_clock
 async def test_a_pool_refuses_a_table_whose_names_disagree(make_backend):
     backend = await make_backend()
     with pytest.raises(trioqueue.ConfigurationError, match="'send' is filed under 'mail'"):

@@ -8,6 +8,7 @@ import trioqueue
 from trioqueue import JobState, Queue
 
 
+@pytest.mark.server_clock
 async def test_each_job_runs_with_the_handler_its_task_names(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -27,6 +28,7 @@ async def test_each_job_runs_with_the_handler_its_task_names(make_backend, autoj
     assert sorted(ran) == [("resize", "r1"), ("resize", "r2"), ("send_email", "e1")]
 
 
+@pytest.mark.server_clock
 async def test_a_job_whose_task_the_pool_lacks_ends_as_a_dead_letter_naming_it(
     make_backend, autojump_clock
 ):
@@ -53,6 +55,7 @@ async def test_a_job_whose_task_the_pool_lacks_ends_as_a_dead_letter_naming_it(
     assert "has no task name" in dead["untagged"].last_error.message
 
 
+@pytest.mark.server_clock
 async def test_a_pool_with_one_handler_runs_every_task_and_sees_the_name(
     make_backend, autojump_clock
 ):
@@ -74,6 +77,7 @@ async def test_a_pool_with_one_handler_runs_every_task_and_sees_the_name(
     ("task", "error", "words"),
     [("", ValueError, "1 to 200"), ("x" * 201, ValueError, "1 to 200"), (3, TypeError, "a str")],
 )
+@pytest.mark.server_clock
 async def test_a_bad_task_name_is_refused_and_nothing_is_stored(make_backend, task, error, words):
     backend = await make_backend()
     with pytest.raises(error, match=words):
@@ -81,6 +85,7 @@ async def test_a_bad_task_name_is_refused_and_nothing_is_stored(make_backend, ta
     assert await backend.status("j") is None
 
 
+@pytest.mark.server_clock
 async def test_a_bad_handler_table_is_refused_when_the_pool_opens(make_backend):
     backend = await make_backend()
 

@@ -34,6 +34,7 @@ async def _keep(job: trioqueue.Job) -> object:
     return repr(job.payload)
 
 
+@pytest.mark.server_clock
 async def test_a_payload_is_checked_at_enqueue_and_a_bad_one_stores_nothing(make_backend):
     backend = await make_backend()
     queue = Queue(backend)
@@ -53,6 +54,7 @@ async def test_a_payload_is_checked_at_enqueue_and_a_bad_one_stores_nothing(make
     assert await backend.pending() == 0
 
 
+@pytest.mark.server_clock
 async def test_the_handler_gets_the_payload_as_its_type(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -90,6 +92,7 @@ async def test_the_handler_gets_the_payload_as_its_type(make_backend, autojump_c
     assert record.payload == {"url": "a.png", "width": 320, "due": "2026-12-24T18:00:00Z"}
 
 
+@pytest.mark.server_clock
 async def test_a_job_enqueued_by_name_that_does_not_fit_ends_as_a_dead_letter_saying_why(
     make_backend, autojump_clock
 ):
@@ -128,6 +131,7 @@ def test_without_msgspec_a_payload_type_says_what_to_install(monkeypatch):
     assert Task("t", _keep).payload_type is None  # a task without one needs nothing
 
 
+@pytest.mark.server_clock
 async def test_dispatch_runs_each_task_with_its_typed_payload(make_backend, autojump_clock):
     """`dispatch` makes one handler of a table, for code that wraps handlers itself."""
     backend = await make_backend()

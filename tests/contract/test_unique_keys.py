@@ -25,6 +25,7 @@ async def state_of(queue: Queue, job_id: str) -> JobState | None:
     return None if record is None else record.state
 
 
+@pytest.mark.server_clock
 async def test_a_key_held_by_a_waiting_or_running_job_finds_that_job(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
@@ -62,6 +63,7 @@ async def test_a_key_held_by_a_waiting_or_running_job_finds_that_job(make_backen
 
 
 @pytest.mark.parametrize("ending", ["dead", "cancel", "drop"])
+@pytest.mark.server_clock
 async def test_a_job_that_ends_otherwise_lets_its_key_go(make_backend, autojump_clock, ending):
     backend = await make_backend()
     queue = Queue(backend)
@@ -168,6 +170,7 @@ async def test_a_debounced_job_that_became_ready_is_not_replaced(make_backend, a
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_a_plain_job_with_a_key_is_never_replaced_by_a_debounced_one(
     make_backend, autojump_clock
 ):
@@ -180,6 +183,7 @@ async def test_a_plain_job_with_a_key_is_never_replaced_by_a_debounced_one(
     await assert_conserved(backend)
 
 
+@pytest.mark.server_clock
 async def test_one_batch_with_one_key_adds_its_first_job(make_backend, autojump_clock):
     backend = await make_backend()
     queue = Queue(backend)
