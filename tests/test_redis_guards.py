@@ -170,6 +170,39 @@ async def test_a_blmoved_entry_whose_claim_never_comes_is_recovered_after_min_id
         assert await backend.ack(claim)
 
 
+async def test_a_keyed_job_waits_for_an_earlier_one_of_its_key_that_a_blmove_holds(
+    redis_server: RedisServer,
+):
+    """Another consumer's BLMOVE moved job 1 of key A; before its claim registers it,
+    a claim takes job 2 of A. With room for one start, job 2 must not take it: it
+    waits its turn behind job 1 (planted bug, and the race three processes met: the
+    landing not looked at, and job 2 started first)."""
+    clock = Clock()
+    async with (
+        open_backend(redis_server, clock) as backend,
+        coredis.Redis.from_url(redis_server.url) as client,
+    ):
+        queue = Queue(backend)
+        await queue.set_rate_limits(per_key=trioqueue.RateLimit(1, per=10))
+        await queue.enqueue_many(["one", "two"], ids=["j1", "j2"], rate_key="A")
+        landed = await blmove_by_hand(backend, client)  # j1, on its way to a worker
+        assert await backend.claim(1, lease=MIN_IDLE, block=0) == []
+        assert await state_of(queue, "j2") is JobState.SCHEDULED  # in A's line
+        [first] = await register_late(backend, landed)
+        assert first.job.id == "j1"  # the key's start, in its order
+        assert await backend.ack(first)
+        await pass_time(backend, clock, 10)
+        [second] = await backend.claim(1, lease=MIN_IDLE, block=0)
+        assert second.job.id == "j2"
+        assert await backend.ack(second)
+
+
+async def state_of(queue: Queue, job_id: str) -> JobState:
+    record = await queue.status(job_id)
+    assert record is not None
+    return record.state
+
+
 # --- a claim holds for its whole lease -------------------------------------------------
 
 

@@ -57,18 +57,37 @@ end
 
 -- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
 -- KeyLine.turn: if the limit has room for it and for every job ahead of it in its
--- key's line. If not, it takes its place in the line (or keeps the one it holds: 'rr'
+-- key's line, or on its way to a claim (landed_ahead). If not, it takes its place in the line (or keeps the one it holds: 'rr'
 -- on its record) and waits (scheduled, or still failed_retry for a
 -- retry) until its turn should come: after the next free start, one interval more
 -- for each job ahead. A suspect takes no place (it stays a suspect, put back by the
 -- caller).
+-- How many jobs of rate key rate_key, enqueued before order, another consumer's BLMOVE
+-- moved to the processing list with their claims not registered yet: they go ahead,
+-- as they would had their claims come first. The list holds only such landings, one
+-- per consumer waiting at most (the first 32 are looked at).
+local function landed_ahead(rate_key, order)
+  order = tonumber(order)
+  if not order then return 0 end
+  local ahead = 0
+  for _, element in ipairs(redis.call('LRANGE', K_PROC, 0, 31)) do
+    if string.sub(element, 1, 1) == MARK then
+      local other = redis.call('HMGET', jobkey(string.sub(element, 2)), 'rk', 'ro')
+      if other[1] == rate_key and (tonumber(other[2]) or order) < order then
+        ahead = ahead + 1
+      end
+    end
+  end
+  return ahead
+end
+
 local function key_allows(id, key, state, suspect)
   local fields = redis.call('HMGET', key, 'rk', 'rr', 'ro')
   local rate_key = fields[1]
   if not rate_key then return true end
   local line = RATE_LINE_PREFIX .. rate_key
   local started = key_times(rate_key)
-  local ahead = line_ahead(line, id, fields[3])
+  local ahead = line_ahead(line, id, fields[3]) + landed_ahead(rate_key, fields[3])
   if rate_room(started, KEY_RATE) > ahead then
     if fields[2] then unpromise(id, rate_key) end
     keep_key_times(rate_key, rate_charge(started, KEY_RATE, 1))
