@@ -55,13 +55,6 @@ local function charged(reply)
   return reply
 end
 
--- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
--- KeyLine.turn: if the limit has room for it and for every job ahead of it in its
--- key's line, or on its way to a claim (landed_ahead). If not, it takes its place in the line (or keeps the one it holds: 'rr'
--- on its record) and waits (scheduled, or still failed_retry for a
--- retry) until its turn should come: after the next free start, one interval more
--- for each job ahead. A suspect takes no place (it stays a suspect, put back by the
--- caller).
 -- How many jobs of rate key rate_key, enqueued before order, another consumer's BLMOVE
 -- moved to the processing list with their claims not registered yet: they go ahead,
 -- as they would had their claims come first. The list holds only such landings, one
@@ -81,6 +74,13 @@ local function landed_ahead(rate_key, order)
   return ahead
 end
 
+-- Whether the job may start under its rate key's limit, as trioqueue/_rate.py's
+-- KeyLine.turn: if the limit has room for it and for every job ahead of it in its
+-- key's line, or on its way to a claim (landed_ahead). If not, it takes its place in
+-- the line (or keeps the one it holds: 'rr' on its record) and waits (scheduled, or
+-- still failed_retry for a retry) until its turn should come: after the next free
+-- start, one interval more for each job ahead. A suspect takes no place (it stays a
+-- suspect, put back by the caller).
 local function key_allows(id, key, state, suspect)
   local fields = redis.call('HMGET', key, 'rk', 'rr', 'ro')
   local rate_key = fields[1]
