@@ -251,30 +251,22 @@ def make_backend(request: pytest.FixtureRequest) -> MakeBackend:
             )
             _hold_the_clock(backend._conn)
             return await _connected(backend)
-        if kind == SERVER_CLOCK:  # as production makes it: the server's clock, no hold
-            return await _connected(
-                trioqueue.RedisBackend(
-                    request.getfixturevalue("redis_server").url,
-                    queue="{t-" + uuid.uuid4().hex[:12] + "}",
-                    capacity=capacity,
-                    min_idle=30,
-                    **options,
-                )
-            )
         if kind == "redis-cluster":  # reliable, on a cluster of three masters
             url = request.getfixturevalue("redis_cluster").url + "?cluster=yes"
         else:
             url = request.getfixturevalue("redis_server").url
+        production = kind == SERVER_CLOCK  # as production makes it: the server's clock
         backend = trioqueue.RedisBackend(
             url,
             queue="{t-" + uuid.uuid4().hex[:12] + "}",
             capacity=capacity,
             min_idle=30,
-            clock=trio.current_time,
+            clock=None if production else trio.current_time,
             reliable=kind != "redis-simple",
             **options,
         )
-        _hold_the_clock(backend._conn)  # the private attribute: a test-only look inside
+        if not production:  # a real clock needs no hold
+            _hold_the_clock(backend._conn)  # the private attribute: a test-only look inside
         return await _connected(backend)
 
     make.kind = kind  # type: ignore[attr-defined]
