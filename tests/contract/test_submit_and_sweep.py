@@ -122,7 +122,10 @@ async def test_a_pool_recovers_an_abandoned_claim_and_runs_it(make_backend, auto
     seen: list[trioqueue.Job] = []
     async with trioqueue.open_worker_pool(backend, collect(seen), sweep_interval=1) as pool:
         pool.mark_producer_finished()
-    assert trio.current_time() <= 3 + 1  # within the lease plus one sweep
+    # within the lease plus one sweep; on Redis under the mock clock, plus one claim
+    # window: a BLMOVE reply later than the autojump threshold (a loaded machine) lets
+    # the clock jump to that wait's deadline, and the next claim takes the job
+    assert trio.current_time() <= 3 + 1 + (0 if make_backend.kind == "memory" else 1.5)
     if not make_backend.redelivers:  # at most once: never run, kept as a dead letter
         assert seen == []
         assert [dead.id for dead in await backend.dead_letters()] == ["j"]
