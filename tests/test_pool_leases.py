@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 import trioqueue
 from trioqueue import BackendUnavailable, Queue
@@ -41,6 +42,27 @@ class SlowFirstClaimReply:
             await trio.sleep(self.delay)
             self.delay = 0
         return claims
+
+
+class BlockedAfterTheSweepersRenewal:
+    """A MemoryBackend after whose first renewal by the sweeper the event loop blocks.
+
+    The clock jumps *block* seconds as the renewal returns, as a handler calling
+    time.sleep would hold the loop then: the sweeper's sweep comes that much later.
+    """
+
+    def __init__(self, inner: trioqueue.MemoryBackend, clock: Any, block: float) -> None:
+        self.inner, self.clock, self.block = inner, clock, block
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def renew(self, claims: Any, *, lease: float) -> trioqueue.Renewal:
+        renewal = await self.inner.renew(claims, lease=lease)
+        if self.block and "sweep" in trio.lowlevel.current_task().name:
+            self.clock.jump(self.block)
+            self.block = 0
+        return renewal
 
 
 class RenewalsFailAWhile:
@@ -143,6 +165,7 @@ async def test_a_handler_that_blocks_the_event_loop_is_named_with_the_fix(
         await trio.lowlevel.checkpoint()
 
     async with trioqueue.open_worker_pool(backend, blocking, lease=3):
+        await trio.testing.wait_all_tasks_blocked()  # the renewer waits for its first period
         await Queue(backend).enqueue("x", id="blocker")
     [warning] = [r for r in caplog.records if "event loop was blocked" in r.getMessage()]
     message = warning.getMessage()
@@ -151,6 +174,25 @@ async def test_a_handler_that_blocks_the_event_loop_is_named_with_the_fix(
     assert "running then: blocker" in message
     assert "trio.to_thread.run_sync" in message
     assert runs == ["blocker"]
+
+
+async def test_a_sweep_after_a_blocked_loop_finds_the_pools_own_claims_renewed(
+    autojump_clock: trio.testing.MockClock,
+):
+    memory = trioqueue.MemoryBackend()
+    backend = BlockedAfterTheSweepersRenewal(memory, autojump_clock, block=8)
+    runs: list[float] = []
+
+    async def slow(job: trioqueue.Job) -> None:
+        runs.append(trio.current_time())
+        await trio.sleep(20)
+
+    await Queue(memory).enqueue("x", id="x")
+    async with trioqueue.open_worker_pool(backend, slow, lease=3, sweep_interval=1):  # type: ignore[arg-type]
+        pass
+    assert backend.block == 0  # the loop did block after a renewal of the sweeper's
+    assert len(runs) == 1  # its own sweep did not take the job from under its handler
+    assert (await memory.stats()).recovered == 0
 
 
 async def test_a_renewal_slowed_by_an_outage_is_not_a_blocked_event_loop(
