@@ -80,6 +80,7 @@ TIERS = {
     "_pool._books": 4,
     "_pool._outcomes": 4,
     "_pool._fetch": 4,
+    "_pool._inline": 4,
     "_pool._config": 1,
     "_cli": 5,
     "_cli._main": 5,

@@ -214,7 +214,7 @@ class TestFetcher:
         books.forget(done)  # its outcome landed; its place is still the worker's
         await trio.testing.wait_all_tasks_blocked()
         assert books.held == {}  # nothing claimed meanwhile
-        fetch.place_freed()
+        fetch.done()
         await trio.testing.wait_all_tasks_blocked()
         assert [claim.job.id for claim in books.held.values()] == ["j1"]
         fetch.scope.cancel()

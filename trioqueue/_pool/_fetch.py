@@ -26,7 +26,7 @@ __all__ = ["Fetcher"]
 
 @final
 class Fetcher:
-    """Claims for one pool; the workers read `jobs` and call `place_freed` after each.
+    """Claims for one pool; each worker takes one with `next` and calls `done` after it.
 
     Args:
         backend: The pool's backend.
@@ -62,9 +62,20 @@ class Fetcher:
         if self.producer_finished and self._claim_wait is not None:
             self._claim_wait.cancel()
 
-    def place_freed(self) -> None:
-        """A worker is done with a claim (run, given back, or passed over)."""
+    def stop(self) -> None:
+        """A shutdown: claim nothing more (the workers' `next` then ends)."""
+        self.scope.cancel()
+
+    def done(self) -> None:
+        """A worker is done with a claim (run, given back, or passed over): a place is free."""
         self._places.release()
+
+    async def next(self) -> Claim | None:
+        """The next claim for a worker; None once the fetcher has stopped."""
+        try:
+            return await self.jobs.receive()
+        except trio.EndOfChannel:
+            return None
 
     async def run(self) -> None:
         """Claim until drained or cancelled; through an outage, back off with the pool."""

@@ -88,6 +88,9 @@ async def open_worker_pool(
         handler_timeout: Seconds an attempt may run before it is cancelled and
             counted as a failure (retried like any other); None for no limit.
         prefetch: Claimed jobs buffered for the workers beyond the one in hand.
+            A pool on a `MemoryBackend` (in its own process) buffers none, and
+            ignores this and *batch_size*: each worker takes its next job from
+            the backend when it is free, with no round trip to save.
         batch_size: Most jobs claimed in one call to the backend.
         lease: Seconds a claim holds without renewal; the pool renews its
             claims every third of it, and the sweeper puts expired ones back.

@@ -21,9 +21,9 @@ from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._backend import Backend
+    from .._backend import Backend, InlineBackend
     from .._backend_values import Claim
-    from .._records import ErrorInfo
+    from .._records import ErrorInfo, Job
     from ._books import Books
     from ._config import PoolConfig
     from ._outage import OutageTracker
@@ -65,11 +65,20 @@ class Reporter:
         self._telling: set[trio.CancelScope] = set()
         # a backend written before `redelivers` existed is at-least-once
         self._redelivers: bool = getattr(backend, "redelivers", True)
+        self._inline: InlineBackend | None = None  # see settle_inline
         self.released = 0
         """Jobs put back in the backend (given back, or released at the end)."""
         self.unreturned = 0
         """Claims that could be neither settled nor put back in time: the sweeper
         recovers them when their leases run out."""
+
+    def settle_inline(self, backend: InlineBackend) -> None:
+        """Record outcomes in *backend*, the pool's and in this process, synchronously.
+
+        Such a call cannot fail or be cut half-way: it needs no shield, deadline
+        or retry. Requeues and claims given back keep the shielded calls.
+        """
+        self._inline = backend
 
     @property
     def deadline(self) -> float:
@@ -157,41 +166,26 @@ class Reporter:
         A landed outcome settles the claim; the caller forgets it, or keeps it held
         while a retry sleeps (`RetryAfter`).
         """
+        log_outcome(claim.job, outcome)
+        if self._inline is not None:
+            self._inline._settle_now(claim, outcome)  # False (stale): the outcome is moot
+            self._books.unsettled.discard(claim.token)
+            return True
         backend, job = self._backend, claim.job
         call: Callable[[], Awaitable[bool]]
         match outcome:
             case Ack(None, None):
                 call = partial(backend.ack, claim)
-                logger.debug("job %s completed on attempt %d", job.id, job.attempt)
             case Ack(result, problem):
                 call = partial(backend.ack, claim, result, result_error=problem)
-                logger.debug("job %s completed on attempt %d", job.id, job.attempt)
             case Discard(reason):
                 call = partial(backend.drop, claim, reason)
-                logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
             case DeadLetter(reason, error):
                 call = partial(backend.dead_letter, claim, error, reason)
-                logger.warning(
-                    "job %s dead-lettered on attempt %d: %s (%s)",
-                    job.id,
-                    job.attempt,
-                    reason,
-                    _described(error),
-                )
-                _log_traceback(job.id, error)
             case Cancel():
                 call = partial(backend.cancel_claim, claim)
-                logger.info("job %s cancelled (queue.cancel): it ends here", job.id)
             case RetryAfter(delay, error):
                 call = partial(backend.retry_later, claim, error, delay=delay)
-                logger.info(
-                    "job %s attempt %d failed (%s); retrying in %.3fs",
-                    job.id,
-                    job.attempt,
-                    _described(error) if error else "Retry",
-                    delay,
-                )
-                _log_traceback(job.id, error)
         if not await self.tell(f"job {job.id}: reporting its outcome", call):
             logger.warning("job %s: the backend did not take the outcome in time", job.id)
             await self.give_back(claim)
@@ -263,6 +257,35 @@ class Reporter:
                 "leases run out",
                 len(held),
             )
+
+
+def log_outcome(job: Job, outcome: Outcome) -> None:
+    """Log what became of an attempt of *job*: at DEBUG when it completed."""
+    match outcome:
+        case Ack():
+            logger.debug("job %s completed on attempt %d", job.id, job.attempt)
+        case Discard(reason):
+            logger.debug("job %s dropped on attempt %d: %s", job.id, job.attempt, reason)
+        case DeadLetter(reason, error):
+            logger.warning(
+                "job %s dead-lettered on attempt %d: %s (%s)",
+                job.id,
+                job.attempt,
+                reason,
+                _described(error),
+            )
+            _log_traceback(job.id, error)
+        case Cancel():
+            logger.info("job %s cancelled (queue.cancel): it ends here", job.id)
+        case RetryAfter(delay, error):
+            logger.info(
+                "job %s attempt %d failed (%s); retrying in %.3fs",
+                job.id,
+                job.attempt,
+                _described(error) if error else "Retry",
+                delay,
+            )
+            _log_traceback(job.id, error)
 
 
 def _described(error: ErrorInfo | None) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
+from .._backend import inline_backend
 from .._current import running, running_on
 from .._exceptions import IdempotencyConflict
 from .._outcome import Ack, Cancel, RetryAfter, decide
@@ -33,6 +34,7 @@ from .._payload import encode_result, reply_id
 from ._books import Books
 from ._config import PoolConfig, ShutdownReport, check_number
 from ._fetch import Fetcher
+from ._inline import InlineSource
 from ._outage import OutageTracker
 from ._outcomes import Reporter
 
@@ -75,7 +77,12 @@ class WorkerPool:
         self._rng = rng
         self._books = Books()
         self._reporter = Reporter(backend, config, self._books, self._outage)
-        self._fetcher = Fetcher(backend, config, self._books, self._outage)
+        self._fetcher: Fetcher | InlineSource
+        if (inline := inline_backend(backend)) is not None:  # no fetcher: see _inline.py
+            self._fetcher = InlineSource(inline, config, self._books, self._outage)
+            self._reporter.settle_inline(inline)
+        else:
+            self._fetcher = Fetcher(backend, config, self._books, self._outage)
         self._books.emptied = self._fetcher.emptied
         self._running: dict[str, trio.CancelScope] = {}
         self._running_changed = trio.lowlevel.ParkingLot()
@@ -177,7 +184,7 @@ class WorkerPool:
         self._reporter.limit(now + grace + self._config.io_timeout)
         if first:
             self._stopping = True
-            self._fetcher.scope.cancel()
+            self._fetcher.stop()
             for scope in self._sleeping.values():
                 scope.cancel()
             self._grace.deadline = now + grace
@@ -223,16 +230,17 @@ class WorkerPool:
         # job): shutdown cancels it once the grace is over, which ends this worker; a
         # cancelled job (queue.cancel) cancels it too, and the worker goes on in a new one
         running_on(self._backend)  # this task's own context: current_backend() in handlers
+        source = self._fetcher
         while True:
             with trio.CancelScope() as scope:
-                async for claim in self._fetcher.jobs:
+                while (claim := await source.next()) is not None:
                     try:
                         while claim.suspect and self._running and not self._stopping:
                             await self._running_changed.park()  # it runs alone: let others end
                         await self._take(claim, scope)
                     finally:
-                        self._fetcher.place_freed()
-                return  # the fetcher is done
+                        source.done()
+                return  # drained, or stopping
             if self._stopping:
                 return
 
@@ -396,7 +404,8 @@ class WorkerPool:
         try:
             async with trio.open_nursery() as nursery:
                 self._work_nursery = nursery
-                nursery.start_soon(self._fetcher.run)
+                if isinstance(self._fetcher, Fetcher):
+                    nursery.start_soon(self._fetcher.run)
                 for _ in range(self._config.workers):
                     nursery.start_soon(self._work)
                 task_status.started()

@@ -45,6 +45,9 @@ class MemoryBackend(Adding, Claiming, Settling, Inspecting):
         ConfigurationError: *capacity* is below 1, or *max_bytes* not a whole number >= 1.
     """
 
+    # a pool in this process claims and settles in its workers (_backend.InlineBackend)
+    _INLINE: Final = True
+
     RECORD_COST: Final = RECORD_BYTES
 
     """Bytes the budget counts for one record beside its payload and result.

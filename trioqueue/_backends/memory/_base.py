@@ -58,6 +58,7 @@ class MemoryBase:
         self._last_token = 0  # claim tokens are the numbers after it, never reused
         self._room = trio.lowlevel.ParkingLot()
         self._work = trio.lowlevel.ParkingLot()
+        self._claimers = 0  # claim() calls waiting on _work (not a pool's inline workers)
         self._paused = False  # see pause
         self._rates = RateLimits()  # see set_rate_limits
         self._queue_tat = -math.inf  # the queue limit's theoretical arrival time
@@ -248,7 +249,7 @@ class MemoryBase:
     def _unclaim_token(self, token: str) -> None:
         entry = self._claims.pop(token)
         entry.token = None
-        if not self._held():
+        if self._claimers and not self._held():
             self._work.unpark_all()  # let idle fetchers see that everything is done
 
     def _finish(self, entry: Entry, now: float) -> None:
@@ -271,6 +272,14 @@ class MemoryBase:
         self._metrics.cancelled += 1
         self._retire(entry, now)
         self._fail_followers(entry, ENDED_HOW[JobState.CANCELLED], now)
+
+    def _cancel_claim_now(self, claim: Claim) -> bool:
+        """End *claim*, whose job was cancelled (`cancel_claim`); False if it is stale."""
+        entry = self._live(claim)
+        if entry is not None:
+            self._unclaim(claim)
+            self._cancel_now(entry, self.now(), CANCELLED_HELD)
+        return entry is not None
 
     def _release_followers(self, entry: Entry, now: float) -> None:
         """*entry* completed: each job that waited on it and on nothing else is ready now."""

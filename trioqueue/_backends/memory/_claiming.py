@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 from ._base import MemoryBase
-from ._entry import CANCELLED_HELD, CANCELLED_WAITING, Entry
+from ._entry import CANCELLED_WAITING, Entry
 
 __all__ = ["Claiming"]
 
@@ -40,8 +40,12 @@ class Claiming(MemoryBase):
                 # or the queue's rate limit allows a start; while paused, until resumed
                 # (a resume wakes every claimer)
                 due = deadline if self._paused else min(deadline, self._work_due(now))
-                with trio.move_on_at(due) as waited:
-                    await self._work.park()
+                self._claimers += 1  # see _unclaim_token
+                try:
+                    with trio.move_on_at(due) as waited:
+                        await self._work.park()
+                finally:
+                    self._claimers -= 1
                 now = self.now()
                 self._fill(now)
                 idle = not waited.cancelled_caught and not self._held()
@@ -57,6 +61,39 @@ class Claiming(MemoryBase):
             # every job it looked at was over its rate key's limit: wait for the next
         await trio.lowlevel.cancel_shielded_checkpoint()
         return claims
+
+    def _claim_now(self, max_jobs: int, lease: float) -> list[Claim]:
+        """Claim up to *max_jobs* jobs ready now, without waiting; [] when none is.
+
+        For a pool in this process (``_pool/_inline.py``): `claim` without its
+        checkpoints and its wait.
+        """
+        now = self.now()
+        if (self._scheduled and self._scheduled[0][0] <= now) or self._unqueued:
+            self._fill(now)  # what came due, what waited for room
+        if not (allowed := self._claimable(now)):
+            return []
+        self._touch(now)
+        claims = self._take(min(max_jobs, allowed), now, lease)
+        self._fill(now)  # into the room it made; producers waiting for room hear of it
+        return claims
+
+    def _waits_untimed(self) -> bool:
+        """Whether a claimer with nothing to take may wait without a deadline.
+
+        Only a new job (or a resume, a changed rate limit, a recovery) can then
+        give it one: nothing is stored to come due, no queue rate limit holds a
+        start back, and the queue is not paused.
+        """
+        return not self._scheduled and self._rates.queue is None and not self._paused
+
+    async def _wait_for_work(self) -> None:
+        """Wait until a job may be ready (or `_wake_claimers`); see `_waits_untimed`."""
+        await self._work.park()
+
+    def _wake_claimers(self) -> None:
+        """Wake every claimer waiting in this process, to look again."""
+        self._work.unpark_all()
 
     def _claimable(self, now: float) -> int:
         """How many ready jobs a claim may take now: none while paused or rate limited."""
@@ -210,9 +247,6 @@ class Claiming(MemoryBase):
     async def cancel_claim(self, claim: Claim) -> bool:
         """End a claim whose job was cancelled; False if the claim is stale."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        entry = self._live(claim)
-        if entry is not None:
-            self._unclaim(claim)
-            self._cancel_now(entry, self.now(), CANCELLED_HELD)
+        landed = self._cancel_claim_now(claim)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return entry is not None
+        return landed

@@ -8,6 +8,7 @@ import attrs
 import trio
 
 from ..._backend_values import Claim, SweepReport
+from ..._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 from ..._records import ErrorInfo, JobState
 
 if TYPE_CHECKING:
@@ -34,36 +35,9 @@ class Settling(MemoryBase):
         (or purged and enqueued anew) is stale.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        entry = self._claims.get(claim.token)
-        token = claim.token
-        if entry is None:
-            entry = self._records.get(claim.job.id)
-            if (
-                entry is None
-                or entry.token is None
-                or entry.state not in CLAIMED
-                or int(claim.token) <= entry.life_from
-            ):
-                entry = self._live(claim)  # stale: counted as such
-            else:
-                token = entry.token  # another run's claim: it ends here
-                if entry.state is JobState.FAILED_RETRY:
-                    entry.move(JobState.PROCESSING, self.now())
-                    entry.due = None  # its backoff ends with it
-        if entry is not None:
-            self._touch(self.now())
-            now = self.now()
-            entry.move(JobState.COMPLETED, now)
-            entry.attempts += 1
-            self._bytes += len(result or b"") - len(entry.result or b"")
-            entry.result, entry.result_error = result, result_error
-            self._metrics.succeeded += 1
-            self._metrics.end_to_end.observe(now - entry.created_at)
-            self._finish(entry, now)
-            self._release_followers(entry, now)
-            self._unclaim_token(token)
+        landed = self._ack_now(claim, result, result_error)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return entry is not None
+        return landed
 
     async def retry_later(
         self, claim: Claim, error: ErrorInfo | None, *, delay: float = 0.0
@@ -73,19 +47,9 @@ class Settling(MemoryBase):
         The next attempt is due *delay* seconds from now (see `Backend.retry_later`).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        entry = self._live(claim)
-        if entry is not None:
-            now = self.now()
-            entry.move(JobState.FAILED_RETRY, now)
-            entry.due = now + delay
-            entry.attempts += 1
-            self._metrics.processed += 1
-            self._metrics.retries += 1
-            if error is not None:
-                entry.last_error = attrs.evolve(error, attempt=entry.attempts)
-                self._metrics.failed += 1
+        landed = self._retry_now(claim, error, delay)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return entry is not None
+        return landed
 
     async def requeue(self, claim: Claim) -> bool:
         """Put a job waiting to retry back on the queue (a cancelled one ends instead)."""
@@ -104,6 +68,88 @@ class Settling(MemoryBase):
     async def dead_letter(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
         """End the last attempt and keep the job as a dead letter (a cancelled one ends so)."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        landed = self._dead_letter_now(claim, error, reason)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return landed
+
+    async def drop(self, claim: Claim, reason: str) -> bool:
+        """End the attempt and drop the job."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        landed = self._drop_now(claim, reason)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return landed
+
+    def _settle_now(self, claim: Claim, outcome: Outcome) -> bool:
+        """Record *outcome* of *claim* at once, as the call for it would; False if stale.
+
+        For a pool in this process (``_pool/_inline.py``): a synchronous call
+        cannot be cut half-way, so it needs no shield, deadline or retry.
+        """
+        match outcome:
+            case Ack(result, result_error):
+                return self._ack_now(claim, result, result_error)
+            case RetryAfter(delay, error):
+                return self._retry_now(claim, error, delay)
+            case DeadLetter(reason, error):
+                return self._dead_letter_now(claim, error, reason)
+            case Discard(reason):
+                return self._drop_now(claim, reason)
+            case Cancel():
+                return self._cancel_claim_now(claim)
+
+    def _ack_now(self, claim: Claim, result: bytes | None, result_error: str | None) -> bool:
+        """`ack`'s change (see there)."""
+        entry = self._claims.get(claim.token)
+        token = claim.token
+        now = self.now()
+        if entry is None:
+            entry = self._records.get(claim.job.id)
+            if (
+                entry is None
+                or entry.token is None
+                or entry.state not in CLAIMED
+                or int(claim.token) <= entry.life_from
+            ):
+                entry = self._live(claim)  # stale: counted as such
+            else:
+                token = entry.token  # another run's claim: it ends here
+                if entry.state is JobState.FAILED_RETRY:
+                    entry.move(JobState.PROCESSING, now)
+                    entry.due = None  # its backoff ends with it
+        if entry is None:
+            return False
+        self._touch(now)
+        entry.move(JobState.COMPLETED, now)
+        entry.attempts += 1
+        if result is not None or entry.result is not None:
+            self._bytes += len(result or b"") - len(entry.result or b"")
+        entry.result, entry.result_error = result, result_error
+        self._metrics.succeeded += 1
+        self._metrics.end_to_end.observe(now - entry.created_at)
+        self._finish(entry, now)
+        if entry.followers:
+            self._release_followers(entry, now)
+        self._unclaim_token(token)
+        return True
+
+    def _retry_now(self, claim: Claim, error: ErrorInfo | None, delay: float) -> bool:
+        """`retry_later`'s change (see there)."""
+        entry = self._live(claim)
+        if entry is None:
+            return False
+        now = self.now()
+        entry.move(JobState.FAILED_RETRY, now)
+        entry.due = now + delay
+        entry.attempts += 1
+        self._metrics.processed += 1
+        self._metrics.retries += 1
+        if error is not None:
+            entry.last_error = attrs.evolve(error, attempt=entry.attempts)
+            self._metrics.failed += 1
+        return True
+
+    def _dead_letter_now(self, claim: Claim, error: ErrorInfo | None, reason: str) -> bool:
+        """`dead_letter`'s change (see there)."""
         entry = self._live(claim)
         if entry is not None and entry.cancel_requested:
             self._unclaim(claim)
@@ -122,12 +168,10 @@ class Settling(MemoryBase):
             self._waiters.notify(entry.id)
             self._fail_followers(entry, ENDED_HOW[JobState.FAILED], self.now())
             self._unclaim(claim)
-        await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
 
-    async def drop(self, claim: Claim, reason: str) -> bool:
-        """End the attempt and drop the job."""
-        await trio.lowlevel.checkpoint_if_cancelled()
+    def _drop_now(self, claim: Claim, reason: str) -> bool:
+        """`drop`'s change (see there)."""
         entry = self._live(claim)
         if entry is not None:
             now = self.now()
@@ -138,7 +182,6 @@ class Settling(MemoryBase):
             self._finish(entry, now)
             self._fail_followers(entry, ENDED_HOW[JobState.DROPPED], now)
             self._unclaim(claim)
-        await trio.lowlevel.cancel_shielded_checkpoint()
         return entry is not None
 
     async def release(self, claims: Sequence[Claim]) -> int:
