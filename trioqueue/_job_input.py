@@ -31,7 +31,7 @@ from ._payload import (
 from ._task import Task
 from ._util import MAX_DELAY
 
-__all__ = ["Delay", "JobOptions", "due_time", "known_options", "prepare"]
+__all__ = ["Delay", "JobOptions", "due_time", "known_options", "prepare", "prepare_plain"]
 
 Delay: TypeAlias = float | datetime.timedelta
 """A delay: seconds (an int or a float), or a `datetime.timedelta`."""
@@ -172,13 +172,7 @@ def prepare(
             seconds = None  # negative or not finite: what debounce= takes, said below
         if seconds is None:
             raise ValueError(f"debounce={debounce!r}: give a finite number of seconds > 0")
-    encoded = canonical_json(payload)
-    if len(encoded) > max_payload:
-        raise ValueError(
-            f"the job payload takes {len(encoded):,} bytes as JSON, over the queue's "
-            f"max_payload of {max_payload:,}; store the bulk elsewhere and send a reference, "
-            "or give the Queue a larger max_payload"
-        )
+    encoded = _encoded(payload, max_payload)
     return NewJob(
         id=job_id,
         encoded=encoded,
@@ -195,6 +189,28 @@ def prepare(
         debounce=debounce is not None,
         rate_key=rate_key,
     )
+
+
+def prepare_plain(payload: Any, job_id: str | None, max_payload: int = MAX_PAYLOAD) -> NewJob:
+    """`prepare` for a job given no option: the same checks of what it has, and no others."""
+    if job_id is None:
+        job_id = new_job_id()
+    else:
+        _check_id(job_id, "a job id", "leave id=None for a fresh one")
+    encoded = _encoded(payload, max_payload)
+    return NewJob(id=job_id, encoded=encoded, payload_hash=payload_hash(encoded))
+
+
+def _encoded(payload: Any, max_payload: int) -> bytes:
+    """*payload*'s canonical JSON; raise TypeError or ValueError as `prepare` says."""
+    encoded = canonical_json(payload)
+    if len(encoded) > max_payload:
+        raise ValueError(
+            f"the job payload takes {len(encoded):,} bytes as JSON, over the queue's "
+            f"max_payload of {max_payload:,}; store the bulk elsewhere and send a reference, "
+            "or give the Queue a larger max_payload"
+        )
+    return encoded
 
 
 def _check_id(job_id: object, what: str, fix: str) -> None:

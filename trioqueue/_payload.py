@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
+import os
 from typing import Any
 
 __all__ = [
@@ -65,6 +65,11 @@ def _check_depth(payload: Any, what: str = "the job payload") -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)  # one for every call: json.dumps with these options would build one per call
+
+
 def canonical_json(payload: Any, what: str = "the job payload") -> bytes:
     """Return the canonical JSON encoding of *payload* (*what* names it in errors).
 
@@ -73,17 +78,19 @@ def canonical_json(payload: Any, what: str = "the job payload") -> bytes:
             naming the offending type and what to send instead.
         ValueError: *payload* nests deeper than `MAX_DEPTH`, or holds a lone surrogate.
     """
-    if isinstance(payload, dict | list):
-        _check_depth(payload, what)
     try:
-        text = json.dumps(
-            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"{what} must be JSON-serialisable (dict, list, str, int, float, bool, "
             f"None), finite numbers only; {exc}. Convert it, e.g. to a dict of plain values"
         ) from None
+    except RecursionError:  # far deeper than MAX_DEPTH: say so
+        _check_depth(payload, what)
+        raise
+    # each level takes two brackets at least: no shorter payload nests too deep
+    if len(text) > 2 * MAX_DEPTH and isinstance(payload, dict | list):
+        _check_depth(payload, what)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -142,8 +149,8 @@ def payload_hash(encoded: bytes) -> str:
 
 
 def new_job_id() -> str:
-    """Return a fresh random job id (32 hex characters)."""
-    return uuid.uuid4().hex
+    """Return a fresh random job id (32 hex characters: 128 bits from `os.urandom`)."""
+    return os.urandom(16).hex()
 
 
 def reply_id(job_id: str) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Unpack, final
 
 from ._backend_values import AddMode, AddResult, NewJob, Receipt
 from ._exceptions import ConfigurationError
-from ._job_input import JobOptions, known_options, prepare
+from ._job_input import JobOptions, known_options, prepare, prepare_plain
 from ._payload import MAX_PAYLOAD
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class Queue(QueueReads, QueueControls):
             DependencyNotFound: A job named in *after* is unknown (never enqueued,
                 or forgotten after the retention); this job was not accepted.
         """
-        job = prepare(payload, id, self._max_payload, **self._options(options))
+        job = self._prepare(payload, id, options)
         return await self._backend.add(job, AddMode.WAIT)
 
     async def try_enqueue(
@@ -176,7 +176,7 @@ class Queue(QueueReads, QueueControls):
 
         Always checkpoints. If cancelled, nothing was accepted.
         """
-        job = prepare(payload, id, self._max_payload, **self._options(options))
+        job = self._prepare(payload, id, options)
         return await self._backend.add(job, AddMode.NOWAIT)
 
     async def submit(
@@ -191,7 +191,7 @@ class Queue(QueueReads, QueueControls):
 
         Always checkpoints. If cancelled, nothing was accepted.
         """
-        job = prepare(payload, id, self._max_payload, **self._options(options))
+        job = self._prepare(payload, id, options)
         return await self._backend.add(job, AddMode.SUBMIT)
 
     async def enqueue_many(
@@ -316,6 +316,12 @@ class Queue(QueueReads, QueueControls):
             )
         jobs = self._prepare_many(payloads, ids, options, chain=True)
         return await self._backend.add_many(jobs, AddMode.WAIT)
+
+    def _prepare(self, payload: Any, job_id: str | None, options: JobOptions) -> NewJob:
+        """One job, checked and encoded (see `prepare`); a job without options the short way."""
+        if not options and not self._on_enqueue:
+            return prepare_plain(payload, job_id, self._max_payload)
+        return prepare(payload, job_id, self._max_payload, **self._options(options))
 
     def _options(self, options: JobOptions) -> JobOptions:
         """*options* checked for typos, with the headers the enqueue hooks give."""

@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -198,3 +199,47 @@ def test_a_lone_surrogate_in_a_payload_or_an_id_is_refused_saying_so():
     with pytest.raises(ValueError, match="lone surrogate"):
         prepare(1, "id-" + half)
     assert prepare(1, "WE\U000a3e7f").id == "WE\U000a3e7f"  # a whole character is fine
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+def depth_of(value: object) -> int:
+    """How deep *value* nests lists and dicts (a scalar: 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+@given(json_values, st.integers(min_value=0, max_value=130), st.sampled_from("LDA"))
+def test_a_payload_is_refused_for_depth_exactly_when_it_nests_too_deep(inner, wraps, kind):
+    # the depth is checked only for encodings longer than two brackets a level: the
+    # shortcut must refuse and accept exactly what the full check does (lists alone
+    # are the shortest encoding of a depth)
+    payload: object = inner
+    for level in range(wraps):
+        as_list = kind == "L" or (kind == "A" and level % 2)
+        payload = [payload] if as_list else {"k": payload}
+    if depth_of(payload) > MAX_DEPTH:
+        with pytest.raises(ValueError, match="levels deep"):
+            canonical_json(payload)
+    else:
+        assert json.loads(canonical_json(payload)) == payload
+
+
+@given(json_values, st.none() | st.text(min_size=1, max_size=8))
+def test_a_job_without_options_is_prepared_as_prepare_makes_it(payload, job_id):
+    from trioqueue._job_input import prepare, prepare_plain
+
+    plain, full = prepare_plain(payload, job_id), prepare(payload, job_id)
+    if job_id is None:  # each makes a fresh id: all else is the same
+        plain = attrs.evolve(plain, id=full.id)
+    assert plain == full

@@ -25,7 +25,10 @@ class Adding(MemoryBase):
 
     async def add(self, job: NewJob, mode: AddMode) -> Receipt:
         """Accept *job*; see `Backend.add`. Waits only in `AddMode.WAIT` on a full queue."""
-        (result,) = await self.add_many((job,), mode)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if (result := self._add_one(job, mode)) is None:
+            result = await self._add_with_room(job, mode)
+        await trio.lowlevel.cancel_shielded_checkpoint()
         if isinstance(result, Exception):
             raise result
         return result
@@ -35,15 +38,21 @@ class Adding(MemoryBase):
         await trio.lowlevel.checkpoint_if_cancelled()
         results: list[AddResult] = []
         for job in jobs:
-            woken = False
-            while (result := self._add_one(job, mode)) is None:
-                await self._room.park()  # cancelled here: the jobs before were accepted
-                woken = True
-            if woken and not (isinstance(result, Receipt) and not result.deduplicated):
-                self._room.unpark()  # this producer takes no room: pass the wakeup on
+            if (result := self._add_one(job, mode)) is None:
+                result = await self._add_with_room(job, mode)
             results.append(result)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return results
+
+    async def _add_with_room(self, job: NewJob, mode: AddMode) -> AddResult:
+        """Add *job*, refused for want of room, once there is room (`AddMode.WAIT`)."""
+        while True:
+            await self._room.park()  # cancelled here: the jobs before were accepted
+            if (result := self._add_one(job, mode)) is not None:
+                break
+        if not (isinstance(result, Receipt) and not result.deduplicated):
+            self._room.unpark()  # this producer takes no room: pass the wakeup on
+        return result
 
     def _add_one(self, job: NewJob, mode: AddMode) -> AddResult | None:
         """One job's fate, or None when it must wait for room (`AddMode.WAIT`)."""
@@ -55,26 +64,30 @@ class Adding(MemoryBase):
             self._metrics.deduplicated += 1
             return self._receipt(entry, deduplicated=True)
         now = self.now()
-        replaced = self._key_holder(job)
+        replaced = None if job.unique_key is None else self._key_holder(job)
         if replaced is not None and not (
             job.debounce and replaced.debounce and replaced.state is JobState.SCHEDULED
         ):
             self._metrics.deduplicated += 1
             return self._receipt(replaced, deduplicated=True)
-        due = due_time(job, now)
-        parents = [self._records.get(parent) for parent in job.after]
-        for parent_id, parent in zip(job.after, parents, strict=True):
-            if parent is None:
-                return DependencyNotFound(job.id, parent_id)
-        waits_for = [p for p in parents if p is not None and p.state is not JobState.COMPLETED]
-        ended = next((p for p in waits_for if p.state in ENDED_HOW), None)
+        due = None if job.delay is None and job.at is None else due_time(job, now)
+        waits_for: list[Entry] = []
+        ended = None
+        if job.after:
+            parents = [self._records.get(parent) for parent in job.after]
+            for parent_id, parent in zip(job.after, parents, strict=True):
+                if parent is None:
+                    return DependencyNotFound(job.id, parent_id)
+            waits_for = [p for p in parents if p is not None and p.state is not JobState.COMPLETED]
+            ended = next((p for p in waits_for if p.state in ENDED_HOW), None)
         if waits_for:
             due = math.inf  # it takes no room while it waits, as a delayed job
         if due is None and len(self._ready) >= self._capacity and mode is not AddMode.SUBMIT:
             return QueueFull(self._capacity) if mode is AddMode.NOWAIT else None
-        size = len(job.encoded) + headers_bytes(job.headers) + RECORD_BYTES
-        size += sum(len(parent) for parent in job.after) + len(job.unique_key or "")
-        size += len(job.rate_key or "")
+        size = len(job.encoded) + RECORD_BYTES
+        if job.headers or job.after or job.unique_key or job.rate_key:
+            size += headers_bytes(job.headers) + sum(len(parent) for parent in job.after)
+            size += len(job.unique_key or "") + len(job.rate_key or "")
         if self._max_bytes is not None and size > self._max_bytes:
             return MemoryFull(self._capacity, self._max_bytes, size)  # it never fits
         if not self._room_for(size):  # evicts finished records for it first
