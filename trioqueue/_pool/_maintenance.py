@@ -7,7 +7,6 @@ the whole pool; neither logs one of its own.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from contextlib import aclosing
 from typing import TYPE_CHECKING
@@ -164,12 +163,13 @@ async def sweep_periodically(
                 continue
             started = trio.current_time()
             try:
-                # again if the loop was blocked meanwhile (a handler's time.sleep): the
-                # sweep that follows must find this pool's claims renewed
-                renewed_at = -math.inf
-                while books.held and trio.current_time() - renewed_at > lease / 3:
+                if books.held:
                     renewed_at = trio.current_time()
                     await renew(backend, books, lease)
+                    # once more if the loop was blocked meanwhile (a handler's
+                    # time.sleep): the sweep must find this pool's claims renewed
+                    if books.held and trio.current_time() - renewed_at > lease / 3:
+                        await renew(backend, books, lease)
                 report = await backend.sweep()
             except BackendUnavailable as exc:
                 outage.failed(exc)
