@@ -138,8 +138,9 @@ def test_dir_shows_exactly_all():
     not the ``__future__`` import nor the private modules."""
     shown = {name for name in dir(trioqueue) if not name.startswith("__")}
     assert shown == EXPECTED
-    http = importlib.import_module("trioqueue.http")
-    assert {name for name in dir(http) if not name.startswith("__")} == set(http.__all__)
+    for name in ("trioqueue.http", "trioqueue.otel"):
+        module = importlib.import_module(name)
+        assert {n for n in dir(module) if not n.startswith("__")} == set(module.__all__), name
 
 
 def test_star_import_gives_exactly_all():

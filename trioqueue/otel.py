@@ -20,12 +20,20 @@ from typing import TYPE_CHECKING
 import trio
 from opentelemetry import propagate, trace
 
+from ._util import public_dir as _public_dir
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping
 
     from ._records import Job
 
 __all__ = ["inject_trace_context", "trace_attempts"]
+
+
+def __dir__() -> list[str]:
+    """The public names: see `trioqueue._util.public_dir`."""
+    return _public_dir(__all__, globals())
+
 
 _TRACER = "trioqueue"
 
