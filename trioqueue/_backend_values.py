@@ -179,15 +179,21 @@ class Receipt:
     """Whether the job is on the ready queue; False when `Queue.submit` stored it
     while the queue was full (it is scheduled when room frees), or while it waits
     for its due time."""
-    scheduled: bool = False
-    """True when the job waits for its due time (`JobState.SCHEDULED`)."""
-    deferred: bool = False
-    """True when the job waits for the jobs it runs after (`JobState.DEFERRED`)."""
     state: JobState = JobState.RECEIVED
     """The job's state as the enqueue left it: `JobState.FAILED` for one that became
     a dead letter at once (a job it runs after had failed, been dropped or
     cancelled); for a duplicate, or the job holding the *unique_key*, whatever state
     that job is in (running, completed...)."""
+
+    @property
+    def scheduled(self) -> bool:
+        """True when the job waits for its due time (*state* is `JobState.SCHEDULED`)."""
+        return self.state is JobState.SCHEDULED
+
+    @property
+    def deferred(self) -> bool:
+        """True when the job waits for the jobs it runs after (`JobState.DEFERRED`)."""
+        return self.state is JobState.DEFERRED
 
 
 AddResult: TypeAlias = Receipt | IdempotencyConflict | QueueFull | DependencyNotFound

@@ -149,7 +149,5 @@ class Adding(MemoryBase):
             id=entry.id,
             deduplicated=deduplicated,
             queued=entry.queued,
-            scheduled=entry.state is JobState.SCHEDULED,
-            deferred=entry.state is JobState.DEFERRED,
             state=entry.state,
         )

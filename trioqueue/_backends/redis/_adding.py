@@ -217,7 +217,5 @@ def _receipt(job_id: str, mark: bytes, *, deduplicated: bool) -> Receipt:
         id=job_id,
         deduplicated=deduplicated,
         queued=mark[1:2] == b"1",
-        scheduled=state is JobState.SCHEDULED,
-        deferred=state is JobState.DEFERRED,
         state=state,
     )
