@@ -327,7 +327,8 @@ class WorkerPool:
             ended = True
         finally:
             del self._running[claim.token]
-            self._ended.append((trio.current_time(), job.id))
+            ended_at = trio.current_time()
+            self._ended.append((ended_at, job.id))
             if self._running_changed:
                 self._running_changed.unpark_all()
             if not ended and scope.cancel_called:
@@ -345,7 +346,7 @@ class WorkerPool:
         self._to_cancel.discard(claim.token)  # it ended before it heard: as it ended
         if self._stopping:
             self._finished_in_grace += 1
-        metrics.handler_time.observe(trio.current_time() - started)
+        metrics.handler_time.observe(ended_at - started)
         policy = self._config.retry
         if chosen.max_attempts is not None:
             policy = attrs.evolve(policy, max_attempts=chosen.max_attempts)

@@ -218,9 +218,8 @@ class MemoryBase:
             due += 1
         if moved + due:
             self._work.unpark(count=moved + due)
-        room = self._capacity - len(self._ready)
-        if room > 0:
-            self._room.unpark(count=room)
+        if self._room and (room := self._capacity - len(self._ready)) > 0:
+            self._room.unpark(count=room)  # the producers waiting for room
         return moved, due
 
     def _touch(self, now: float) -> None:
