@@ -62,6 +62,7 @@ TIERS = {
     "_backends.redis._url_parts": 1,
     "_backends._waiters": 0,
     "_backends.memory._levels": 1,
+    "_backends.memory._due": 1,
     "_backends.redis._events": 0,
     "_queue": 4,
     "_queue_reads": 4,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import collections
-import heapq
-import itertools
 import math
 import time
 
@@ -16,6 +14,7 @@ from ..._metrics import Gauges, Metrics
 from ..._rate import KeyLine, RateLimits
 from ..._records import JobState, Retention
 from .._waiters import Waiters
+from ._due import DueHeap
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
 from ._levels import ReadyLevels
 
@@ -47,9 +46,7 @@ class MemoryBase:
         self._records: dict[str, Entry] = {}
         self._ready = ReadyLevels[Entry](lambda entry: entry.priority)
         self._unqueued: collections.deque[Entry] = collections.deque()
-        # jobs waiting for their due time: (due, order of arrival, entry)
-        self._scheduled: list[tuple[float, int, Entry]] = []
-        self._arrivals = itertools.count()
+        self._scheduled = DueHeap[Entry]()  # jobs waiting for their due time
         self._claims: dict[str, Entry] = {}
         self._deferred: dict[str, Entry] = {}  # waiting for the jobs they run after, in order
         self._unique: dict[str, str] = {}  # each unique_key held: the id of the job holding it
@@ -173,8 +170,7 @@ class MemoryBase:
         """Store *entry* until *due* (Trio's clock); wake a claimer if it is now the next due."""
         entry.due = due
         entry.queued = False
-        heapq.heappush(self._scheduled, (due, next(self._arrivals), entry))
-        if self._scheduled[0][2] is entry:
+        if self._scheduled.push(entry, due):
             self._work.unpark()  # a claimer waiting until a later due time waits anew
 
     def _unschedule(self, entry: Entry) -> None:
@@ -184,12 +180,11 @@ class MemoryBase:
         elif entry in self._unqueued:
             self._unqueued.remove(entry)
         elif entry.state is not JobState.DEFERRED:
-            self._scheduled = [item for item in self._scheduled if item[2] is not entry]
-            heapq.heapify(self._scheduled)
+            self._scheduled.remove(entry)
 
     def _next_due(self) -> float:
         """When the next stored job is due (Trio's clock); infinity when none is stored."""
-        return self._scheduled[0][0] if self._scheduled else math.inf
+        return self._scheduled.next_due()
 
     def _fill(self, now: float) -> tuple[int, int]:
         """Move unqueued jobs, then due ones, into free room; then wake waiting producers.
@@ -205,10 +200,8 @@ class MemoryBase:
             entry.ready_at = now
             self._ready.push(entry)
             moved += 1
-        while self._scheduled and self._scheduled[0][0] <= now:
-            if len(self._ready) >= self._capacity:
-                break
-            when, _, entry = heapq.heappop(self._scheduled)
+        while len(self._ready) < self._capacity and (taken := self._scheduled.pop_due(now)):
+            when, entry = taken
             entry.due = None
             if entry.state is JobState.SCHEDULED:
                 entry.move(JobState.RECEIVED, now)

@@ -69,7 +69,7 @@ class Claiming(MemoryBase):
         checkpoints and its wait.
         """
         now = self.now()
-        if (self._scheduled and self._scheduled[0][0] <= now) or self._unqueued:
+        if self._scheduled.next_due() <= now or self._unqueued:
             self._fill(now)  # what came due, what waited for room
         if not (allowed := self._claimable(now)):
             return []

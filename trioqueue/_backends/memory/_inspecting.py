@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
 from ._base import MemoryBase
 
 __all__ = ["Inspecting"]
-
-_HURRIED = 1 << 62  # see run_now: below every arrival's order
 
 
 class Inspecting(MemoryBase):
@@ -84,7 +81,7 @@ class Inspecting(MemoryBase):
         elif place == "stored":
             held = (entry.id for entry in self._unqueued)
         elif place == "scheduled":
-            held = (entry.id for _, _, entry in sorted(self._scheduled, key=lambda s: s[:2]))
+            held = (entry.id for entry in self._scheduled)
         elif place == "deferred":  # in the order they came
             held = iter(self._deferred)
         elif place == "claimed":  # a dict keeps the order claims were made in
@@ -115,18 +112,10 @@ class Inspecting(MemoryBase):
         """Make a job that waits for its due time due now; see `Backend.run_now`."""
         await trio.lowlevel.checkpoint_if_cancelled()
         entry = self._records.get(job_id)
-        if entry is None or not any(item[2] is entry for item in self._scheduled):
+        if entry is None or entry not in self._scheduled:
             raise not_waiting_for_due_time(job_id)
         now = self.now()
-        # before every other due job, the last run now first (as on Redis): an order
-        # below every arrival's, and below the one run now before it
-        first = min(now, self._scheduled[0][0])
-        hurried = -_HURRIED - next(self._arrivals)
-        self._scheduled = [
-            (first, hurried, job) if job is entry else (due, order, job)
-            for due, order, job in self._scheduled
-        ]
-        heapq.heapify(self._scheduled)
+        self._scheduled.hurry(entry, now)  # before every other due job, as on Redis
         self._fill(now)
         record = entry.record(self._wall_offset())
         await trio.lowlevel.cancel_shielded_checkpoint()
