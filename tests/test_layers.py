@@ -63,6 +63,7 @@ TIERS = {
     "_backends._waiters": 0,
     "_backends.memory._levels": 1,
     "_backends.memory._due": 1,
+    "_backends.memory._rate_gate": 2,
     "_backends.redis._events": 0,
     "_queue": 4,
     "_queue_reads": 4,

@@ -11,12 +11,12 @@ import trio
 from ..._backend_values import Claim, checked_capacity, checked_retention
 from ..._exceptions import ConfigurationError
 from ..._metrics import Gauges, Metrics
-from ..._rate import KeyLine, RateLimits
 from ..._records import JobState, Retention
 from .._waiters import Waiters
 from ._due import DueHeap
 from ._entry import CANCELLED_HELD, DEFAULT_RETENTION, ENDED_HOW, Entry, after_failed, cost
 from ._levels import ReadyLevels
+from ._rate_gate import RateGate
 
 __all__ = ["MemoryBase"]
 
@@ -57,10 +57,7 @@ class MemoryBase:
         self._work = trio.lowlevel.ParkingLot()
         self._claimers = 0  # claim() calls waiting on _work (not a pool's inline workers)
         self._paused = False  # see pause
-        self._rates = RateLimits()  # see set_rate_limits
-        self._queue_tat = -math.inf  # the queue limit's theoretical arrival time
-        self._key_lines: dict[str, KeyLine] = {}  # each rate key's, while it limits
-        self._forget_keys_at = 1024  # how many key times a claim sweeps forgettable ones at
+        self._rates = RateGate()  # see set_rate_limits
         self._waiters = Waiters()  # finished() calls
         self._metrics = Metrics(self._gauges)
         # see _touch: when a worker last reached the backend, when the last silence ended
@@ -252,9 +249,8 @@ class MemoryBase:
     def _cancel_now(self, entry: Entry, now: float, reason: str) -> None:
         """End *entry*, which no claim holds, as cancelled."""
         self._deferred.pop(entry.id, None)
-        key = entry.rate_key
-        if entry.promised and key is not None and key in self._key_lines:
-            self._key_lines[key].leave(entry.id)  # the jobs behind it move up
+        if entry.promised and entry.rate_key is not None:
+            self._rates.leave(entry.id, entry.rate_key)  # the jobs behind it move up
         entry.promised = False
         entry.move(JobState.CANCELLED, now)
         entry.reason = reason

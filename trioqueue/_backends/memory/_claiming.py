@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..._backend_values import CancelResult, Claim, Renewal
 from ..._exceptions import JobNotFound
-from ..._rate import KeyLine, RateLimits, charge, room, start_at
 from ..._records import TERMINAL_STATES, Job, JobState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from ..._rate import RateLimits
 
 from ._base import MemoryBase
 from ._entry import CANCELLED_WAITING, Entry
@@ -85,7 +85,7 @@ class Claiming(MemoryBase):
         give it one: nothing is stored to come due, no queue rate limit holds a
         start back, and the queue is not paused.
         """
-        return not self._scheduled and self._rates.queue is None and not self._paused
+        return not self._scheduled and not self._rates.limits_queue and not self._paused
 
     async def _wait_for_work(self) -> None:
         """Wait until a job may be ready (or `_wake_claimers`); see `_waits_untimed`."""
@@ -99,16 +99,12 @@ class Claiming(MemoryBase):
         """How many ready jobs a claim may take now: none while paused or rate limited."""
         if self._paused or not self._ready:
             return 0
-        limit = self._rates.queue
-        return len(self._ready) if limit is None else room(self._queue_tat, now, limit)
+        return self._rates.room(now, len(self._ready))
 
     def _work_due(self, now: float) -> float:
         """When a claim may find work: the next due time, or the queue limit's next start."""
         due = self._next_due()
-        limit = self._rates.queue
-        if limit is not None and self._ready:
-            due = min(due, start_at(self._queue_tat, now, limit))
-        return due
+        return min(due, self._rates.next_start(now)) if self._ready else due
 
     def _take(self, most: int, now: float, lease: float) -> list[Claim]:
         """Claim up to *most* ready jobs; those over their rate key's limit wait their turn."""
@@ -135,8 +131,7 @@ class Claiming(MemoryBase):
                 headers=dict(entry.headers),
             )
             claims.append(Claim(job=job, token=token, ready_at=entry.ready_at))
-        if claims and self._rates.queue is not None:
-            self._queue_tat = charge(self._queue_tat, now, self._rates.queue, len(claims))
+        self._rates.started(now, len(claims))
         return claims
 
     def _key_allows(self, entry: Entry, now: float) -> bool:
@@ -145,16 +140,8 @@ class Claiming(MemoryBase):
         If not, it waits in its key's line (`JobState.SCHEDULED`, or still
         `JobState.FAILED_RETRY` for a retry) for the start its key gives it.
         """
-        limit, key = self._rates.per_key, entry.rate_key
-        if limit is None or key is None:
-            return True
-        line = self._key_lines.get(key)
-        if line is None:
-            line = self._key_lines[key] = KeyLine()
-        wait_until = line.turn(entry.id, now, limit)
-        if len(self._key_lines) >= self._forget_keys_at:
-            self._key_lines = {k: t for k, t in self._key_lines.items() if not t.forgettable(now)}
-            self._forget_keys_at = max(1024, 2 * len(self._key_lines))
+        key = entry.rate_key
+        wait_until = None if key is None else self._rates.turn(entry.id, key, now)
         if wait_until is None:
             entry.promised = False
             return True
@@ -167,18 +154,13 @@ class Claiming(MemoryBase):
     async def set_rate_limits(self, limits: RateLimits) -> None:
         """Limit how fast jobs start; see `Backend.set_rate_limits`."""
         await trio.lowlevel.checkpoint()
-        # a changed limit starts afresh, as on Redis: times kept under the old one go
-        if limits.queue != self._rates.queue:
-            self._queue_tat = -math.inf
-        if limits.per_key != self._rates.per_key:
-            self._key_lines.clear()
-        self._rates = limits
+        self._rates.set(limits)
         self._work.unpark_all()  # a claimer waiting out the old limit looks again
 
     async def rate_limits(self) -> RateLimits:
         """The queue's rate limits; see `Backend.rate_limits`."""
         await trio.lowlevel.checkpoint()
-        return self._rates
+        return self._rates.limits
 
     async def set_progress(self, claim: Claim, progress: bytes) -> bool:
         """Keep *progress* on the claimed job's record; see `Backend.set_progress`."""
