@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend, Queue
+from trioqueue import BackendUnavailable, Claim, Job, MemoryBackend, Queue, open_worker_pool
 from trioqueue._pool._books import Books
 from trioqueue._pool._config import PoolConfig
 from trioqueue._pool._fetch import Fetcher
@@ -278,3 +279,45 @@ def test_a_heartbeat_knows_nothing_before_the_oldest_beat_it_kept():
     # a window reaching back past what is kept is no pause of that length
     assert heartbeat.stood_still(oldest - 300, newest) < 0.2
     assert heartbeat.stood_still(newest - 0.05, newest + 2) > 1.9  # no beat since: 2 s
+
+
+class TestInline:
+    """A pool on a memory backend claims and settles in its workers (``_pool/_inline.py``)."""
+
+    def test_the_memory_backend_is_inline_and_a_wrapper_of_it_is_not(self):
+        from trioqueue._backend import inline_backend
+
+        backend = MemoryBackend()
+
+        class Wrapper:  # forwards every attribute, as the tests' fault wrappers do
+            def __getattr__(self, name: str) -> object:
+                return getattr(backend, name)
+
+        assert inline_backend(backend) is backend
+        assert inline_backend(Wrapper()) is None  # type: ignore[arg-type]
+
+    async def test_ready_jobs_reach_the_workers_without_a_claim_call_or_an_outcome_call(self):
+        backend = MemoryBackend()
+        for n in range(20):
+            await Queue(backend).enqueue(n, id=f"j{n}")
+        calls: list[str] = []  # the async calls that claimed a job or recorded an outcome
+        for name in ("claim", "ack", "retry_later", "dead_letter", "drop", "cancel_claim"):
+            method = getattr(backend, name)
+
+            async def counted(*args: Any, _name: str = name, _call: Any = method, **kw: Any) -> Any:
+                result = await _call(*args, **kw)
+                if result:  # a claim() that found nothing is a worker waiting for the drain
+                    calls.append(_name)
+                return result
+
+            setattr(backend, name, counted)
+        seen: list[str] = []
+
+        async def handler(job: Job) -> None:
+            seen.append(job.id)
+
+        async with open_worker_pool(backend, handler, workers=4):
+            pass
+        assert sorted(seen) == sorted(f"j{n}" for n in range(20))
+        assert calls == []  # every claim and outcome went through the synchronous calls
+        assert (await backend.stats()).succeeded == 20
