@@ -25,6 +25,7 @@ TIERS = {
     "_current": 2,
     "_backend": 2,
     "_backend_values": 2,
+    "_backend_inline": 2,
     "_backends": 3,
     "_backends.memory": 3,
     "_backends.memory._backend": 3,

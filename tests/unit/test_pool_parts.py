@@ -285,7 +285,7 @@ class TestInline:
     """A pool on a memory backend claims and settles in its workers (``_pool/_inline.py``)."""
 
     def test_the_memory_backend_is_inline_and_a_wrapper_of_it_is_not(self):
-        from trioqueue._backend import inline_backend
+        from trioqueue._backend_inline import inline_backend
 
         backend = MemoryBackend()
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 if TYPE_CHECKING:
-    from .._backend import InlineBackend
+    from .._backend_inline import InlineBackend
     from .._backend_values import Claim
     from ._books import Books
     from ._config import PoolConfig

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
+from .._backend_inline import inline_backend
 from .._exceptions import BackendUnavailable
 from .._io_deadline import io_deadline
 from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
@@ -21,7 +22,8 @@ from .._outcome import Ack, Cancel, DeadLetter, Discard, Outcome, RetryAfter
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._backend import Backend, InlineBackend
+    from .._backend import Backend
+    from .._backend_inline import InlineBackend
     from .._backend_values import Claim
     from .._records import ErrorInfo, Job
     from ._books import Books
@@ -65,20 +67,14 @@ class Reporter:
         self._telling: set[trio.CancelScope] = set()
         # a backend written before `redelivers` existed is at-least-once
         self._redelivers: bool = getattr(backend, "redelivers", True)
-        self._inline: InlineBackend | None = None  # see settle_inline
+        # a backend in this process takes outcomes synchronously: such a call cannot
+        # fail or be cut half-way (requeues and claims given back keep the shielded calls)
+        self._inline: InlineBackend | None = inline_backend(backend)
         self.released = 0
         """Jobs put back in the backend (given back, or released at the end)."""
         self.unreturned = 0
         """Claims that could be neither settled nor put back in time: the sweeper
         recovers them when their leases run out."""
-
-    def settle_inline(self, backend: InlineBackend) -> None:
-        """Record outcomes in *backend*, the pool's and in this process, synchronously.
-
-        Such a call cannot fail or be cut half-way: it needs no shield, deadline
-        or retry. Requeues and claims given back keep the shielded calls.
-        """
-        self._inline = backend
 
     @property
     def deadline(self) -> float:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from .._backend import inline_backend
+from .._backend_inline import inline_backend
 from .._current import running, running_on
 from .._exceptions import IdempotencyConflict
 from .._outcome import Ack, Cancel, RetryAfter, decide
@@ -80,7 +80,6 @@ class WorkerPool:
         self._fetcher: Fetcher | InlineSource
         if (inline := inline_backend(backend)) is not None:  # no fetcher: see _inline.py
             self._fetcher = InlineSource(inline, config, self._books, self._outage)
-            self._reporter.settle_inline(inline)
         else:
             self._fetcher = Fetcher(backend, config, self._books, self._outage)
         self._books.emptied = self._fetcher.emptied

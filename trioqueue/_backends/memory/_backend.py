@@ -45,7 +45,7 @@ class MemoryBackend(Adding, Claiming, Settling, Inspecting):
         ConfigurationError: *capacity* is below 1, or *max_bytes* not a whole number >= 1.
     """
 
-    # a pool in this process claims and settles in its workers (_backend.InlineBackend)
+    # a pool in this process claims and settles in its workers (_backend_inline.InlineBackend)
     _INLINE: Final = True
 
     RECORD_COST: Final = RECORD_BYTES
